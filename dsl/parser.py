@@ -1,0 +1,497 @@
+"""Parse .flow text into the AST (`flow_to_ast`), with friendly syntax errors."""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import lark
+from lark import Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from scopeflow.dsl import ast as A
+from scopeflow.dsl.diagnostics import Diagnostic, FlowError, register_source
+from scopeflow.dsl.syntax_errors import SYNTAX_ERRORS
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    grammar = resources.files("scopeflow.dsl").joinpath("flow.lark").read_text(encoding="utf-8")
+    return lark.Lark(grammar, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True)
+
+
+def flow_to_ast(text: str, file: str = "<input>") -> A.Program:
+    """Parse `text`; raise FlowError with a positioned diagnostic on a syntax error."""
+    register_source(file, text)
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise FlowError([_syntax_diagnostic(err, text, file)]) from None
+    try:
+        stmts = _Builder(file).transform(tree)
+    except VisitError as err:  # errors raised inside the transformer come wrapped
+        if isinstance(err.orig_exc, FlowError):
+            raise err.orig_exc from None
+        raise
+    return A.Program(file=file, source=text, stmts=tuple(stmts))
+
+
+# ---- syntax errors -----------------------------------------------------------------
+
+
+def _syntax_diagnostic(err: UnexpectedInput, text: str, file: str) -> Diagnostic:
+    line, col = max(err.line, 1), max(err.column, 1)
+    width = len(err.token) if isinstance(err, UnexpectedToken) and err.token else 1
+    if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
+        line, col, width = _end_position(text)
+    span = A.Span(file, line, col, line, col + width)
+    label = err.match_examples(_parser().parse, SYNTAX_ERRORS, use_accepts=True)
+    if label is not None:
+        code, message, hint = label
+        return Diagnostic(code, message, span, label="here", hints=(hint,) if hint else ())
+    return Diagnostic("E0001", _fallback_message(err), span, label="unexpected here")
+
+
+def _fallback_message(err: UnexpectedInput) -> str:
+    if isinstance(err, UnexpectedCharacters):
+        return f"unexpected character {err.char!r}"
+    expected = sorted(_pretty_terminal(t) for t in (getattr(err, "accepts", None) or err.expected or ()))
+    found = "end of file" if isinstance(err, UnexpectedEOF) else f"`{err.token}`"
+    return f"unexpected {found}; expected one of: {', '.join(expected[:12])}"
+
+
+def _pretty_terminal(name: str) -> str:
+    try:
+        pattern = _parser().get_terminal(name).pattern
+    except KeyError:
+        return name
+    if pattern.type == "str":
+        return f"`{pattern.value}`"
+    return name.lower().replace("_", " ")
+
+
+def _end_position(text: str) -> tuple[int, int, int]:
+    stripped = text.rstrip()
+    line = stripped.count("\n") + 1
+    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, col, 1
+
+
+# ---- tree -> AST ------------------------------------------------------------------------
+
+
+def _unescape(raw: str) -> str:
+    body = raw[1:-1]
+    out, i = [], 0
+    escapes = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            out.append(escapes.get(body[i + 1], body[i + 1]))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+class _Builder(Transformer):
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def _span(self, meta) -> A.Span | None:
+        if getattr(meta, "empty", True):
+            return None
+        return A.Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column, meta.start_pos, meta.end_pos)
+
+    def _tok_span(self, tok: Token) -> A.Span:
+        return A.Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column, tok.start_pos, tok.end_pos)
+
+    def __default__(self, data, children, meta):
+        raise NotImplementedError(f"no AST builder for grammar rule {data!r}")
+
+    # -- program and statements
+    def start(self, children):
+        return list(children)
+
+    @v_args(meta=True)
+    def pipeline_decl(self, meta, c):
+        return A.PipelineDecl(str(c[0]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def param_decl(self, meta, c):
+        return A.ParamDecl(str(c[0]), c[1], c[2], span=self._span(meta))
+
+    @v_args(meta=True)
+    def config_decl(self, meta, c):
+        return A.ConfigDecl(_unescape(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def use_decl(self, meta, c):
+        return A.UseDecl(_unescape(c[0]), str(c[1]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def import_decl(self, meta, c):
+        names = c[1:]
+        return A.ImportDecl(
+            _unescape(c[0]), tuple(str(n) for n in names), name_spans=tuple(self._tok_span(n) for n in names), span=self._span(meta)
+        )
+
+    @v_args(meta=True)
+    def source_decl(self, meta, c):
+        return A.SourceDecl(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def assign(self, meta, c):
+        return A.Assign(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def def_decl(self, meta, c):
+        name, *rest = c
+        params = tuple(p for p in rest if isinstance(p, A.DefParam))
+        body = tuple(s for s in rest if isinstance(s, A.Stmt))
+        return A.DefDecl(str(name), params, body, span=self._span(meta))
+
+    @v_args(meta=True)
+    def stream_param(self, meta, c):
+        return A.DefParam(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def scalar_param(self, meta, c):
+        return A.DefParam(str(c[0]), None, c[1], c[2], span=self._span(meta))
+
+    @v_args(meta=True)
+    def sink_decl(self, meta, c):
+        return A.SinkDecl(c[0], c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def feedback(self, meta, c):
+        return A.Feedback(str(c[0]), c[1], var_span=self._tok_span(c[0]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def emit(self, meta, c):
+        mode, expr, as_name = c
+        return A.Emit(mode or "all", expr, str(as_name) if as_name else None, span=self._span(meta))
+
+    def emit_mode(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def return_stmt(self, meta, c):
+        return A.Return(c[0], span=self._span(meta))
+
+    # -- sources and sinks
+    @v_args(meta=True)
+    def read_src(self, meta, c):
+        fmt, args, schema = c
+        return A.ReadSource(str(fmt), tuple(args or ()), schema, format_span=self._tok_span(fmt), span=self._span(meta))
+
+    @v_args(meta=True)
+    def stream_src(self, meta, c):
+        fmt, args, schema = c
+        return A.ReadSource(
+            str(fmt), tuple(args or ()), schema, streaming=True, format_span=self._tok_span(fmt), span=self._span(meta)
+        )
+
+    @v_args(meta=True)
+    def values_src(self, meta, c):
+        schema, *rows = c
+        return A.ValuesSource(schema, tuple(r for r in rows if r is not None), span=self._span(meta))
+
+    def row(self, c):
+        return tuple(x for x in c if x is not None)
+
+    def schema_clause(self, c):
+        return c[0]
+
+    @v_args(meta=True)
+    def sink_expr(self, meta, c):
+        return A.SinkSpec(str(c[0]), tuple(c[1] or ()), span=self._span(meta))
+
+    def call_args(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def kwarg(self, meta, c):
+        return A.Arg(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def kwarg_name(self, meta, c):
+        return A.Arg(str(c[0]), A.Name(str(c[1]), span=self._tok_span(c[1])), span=self._span(meta))
+
+    @v_args(meta=True)
+    def value_arg(self, meta, c):
+        v = c[0]
+        if isinstance(v, Token):
+            v = A.Name(str(v), span=self._tok_span(v))
+        return A.Arg(None, v, span=self._span(meta))
+
+    # -- streams
+    @v_args(meta=True)
+    def stream_expr(self, meta, c):
+        return A.StreamExpr(c[0], tuple(c[1:]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def stream_ref(self, meta, c):
+        return A.Ref(str(c[0]), str(c[1]) if c[1] else None, span=self._span(meta))
+
+    @v_args(meta=True)
+    def loop_expr(self, meta, c):
+        kind, name, *rest = c
+        vars_ = tuple(x for x in rest if isinstance(x, A.LoopVar))
+        imports = next((x for x in rest if isinstance(x, list)), [])
+        options = tuple(x for x in rest if isinstance(x, A.LoopOption))
+        body = tuple(x for x in rest if isinstance(x, A.Stmt))
+        return A.Loop(kind, str(name), vars_, tuple(imports), options, body, name_span=self._tok_span(name), span=self._span(meta))
+
+    def loop_kind(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def var_entry(self, meta, c):
+        return A.LoopVar(str(c[0]), c[1], None, span=self._span(meta))
+
+    @v_args(meta=True)
+    def var_typed(self, meta, c):
+        return A.LoopVar(str(c[0]), c[2], c[1], span=self._span(meta))
+
+    def with_clause(self, c):
+        return [x for x in c if x is not None]
+
+    @v_args(meta=True)
+    def import_item(self, meta, c):
+        return A.LoopImport(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def import_same(self, meta, c):
+        span = self._span(meta)
+        expr = A.StreamExpr(A.Ref(str(c[0]), span=span), (), span=span)
+        return A.LoopImport(str(c[0]), expr, span=span)
+
+    def _opt(name):  # noqa: N805 - small factory for the loop option rules
+        @v_args(meta=True)
+        def build(self, meta, c):
+            return A.LoopOption(name, c[0] if c else None, span=self._span(meta))
+
+        return build
+
+    opt_max = _opt("max")
+    opt_on_max = _opt("on_max")
+    opt_rounds = _opt("rounds")
+    opt_snapshot_every = _opt("snapshot_every")
+    opt_snapshot_recompute = _opt("snapshot_recompute")
+    del _opt
+
+    @v_args(meta=True)
+    def opt_until(self, meta, c):
+        return A.LoopOption("until", A.Name(str(c[0]), span=self._tok_span(c[0])), span=self._span(meta))
+
+    def on_max_mode(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def name_ref(self, meta, c):
+        return A.Name(str(c[0]), span=self._span(meta))
+
+    # -- operators
+    @v_args(meta=True)
+    def select_op(self, meta, c):
+        return A.Select(tuple(x for x in c if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def derive_op(self, meta, c):
+        return A.Derive(tuple(x for x in c if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def drop_op(self, meta, c):
+        return A.Drop(tuple(str(x) for x in c if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def where_op(self, meta, c):
+        return A.Where(c[0], span=self._span(meta))
+
+    @v_args(meta=True)
+    def explode_op(self, meta, c):
+        return A.Explode(c[0], span=self._span(meta))
+
+    @v_args(meta=True)
+    def union_op(self, meta, c):
+        return A.Union(tuple(x for x in c if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def join_op(self, meta, c):
+        other, on, how = c
+        return A.Join(other, on, str(how) if how else "inner", how_span=self._tok_span(how) if how else None, span=self._span(meta))
+
+    @v_args(meta=True)
+    def group_op(self, meta, c):
+        by, *items = c
+        return A.Group(by is not None, tuple(x for x in items if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def reduce_op(self, meta, c):
+        by, *items = c
+        return A.Reduce(by is not None, tuple(x for x in items if x is not None), span=self._span(meta))
+
+    def by(self, c):
+        return True
+
+    @v_args(meta=True)
+    def distinct_op(self, meta, c):
+        return A.Distinct(span=self._span(meta))
+
+    @v_args(meta=True)
+    def apply_op(self, meta, c):
+        return A.Apply(str(c[0]), str(c[1]), c[2], span=self._span(meta))
+
+    @v_args(meta=True)
+    def sort_op(self, meta, c):
+        return A.Sort(tuple(c), span=self._span(meta))
+
+    @v_args(meta=True)
+    def sort_key(self, meta, c):
+        return A.SortKey(c[0], c[1] == "desc", span=self._span(meta))
+
+    def sort_dir(self, c):
+        return str(c[0])
+
+    @v_args(meta=True)
+    def limit_op(self, meta, c):
+        return A.Limit(int(c[0]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def op_call(self, meta, c):
+        return A.OpCall(str(c[0]), tuple(x for x in c[1:] if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def named_item(self, meta, c):
+        return A.Item(str(c[0]), c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def bare_item(self, meta, c):
+        return A.Item(None, c[0], span=self._span(meta))
+
+    # -- schemas and types
+    @v_args(meta=True)
+    def schema(self, meta, c):
+        return A.SchemaDecl(tuple(x for x in c if x is not None), span=self._span(meta))
+
+    @v_args(meta=True)
+    def field_decl(self, meta, c):
+        return A.FieldDecl(str(c[0]), c[1], span=self._span(meta))
+
+    def simple_type(self, c):
+        return str(c[0])
+
+    def array_type(self, c):
+        return f"array<{c[0]}>"
+
+    # -- expressions
+    @v_args(meta=True)
+    def or_(self, meta, c):
+        return A.Binary("or", c[0], c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def and_(self, meta, c):
+        return A.Binary("and", c[0], c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def not_(self, meta, c):
+        return A.Unary("not", c[0], span=self._span(meta))
+
+    @v_args(meta=True)
+    def compare(self, meta, c):
+        return A.Binary(c[1], c[0], c[2], span=self._span(meta))
+
+    @v_args(meta=True)
+    def arith(self, meta, c):
+        return A.Binary(c[1], c[0], c[2], span=self._span(meta))
+
+    def cmp_op(self, c):
+        return str(c[0])
+
+    add_op = mul_op = cmp_op
+
+    @v_args(meta=True)
+    def is_null(self, meta, c):
+        return A.IsNull(c[0], False, span=self._span(meta))
+
+    @v_args(meta=True)
+    def is_not_null(self, meta, c):
+        return A.IsNull(c[0], True, span=self._span(meta))
+
+    @v_args(meta=True)
+    def in_list(self, meta, c):
+        return A.InList(c[0], tuple(c[1:]), False, span=self._span(meta))
+
+    @v_args(meta=True)
+    def not_in_list(self, meta, c):
+        return A.InList(c[0], tuple(c[1:]), True, span=self._span(meta))
+
+    @v_args(meta=True)
+    def neg(self, meta, c):
+        inner = c[0]
+        if isinstance(inner, A.Lit) and inner.type in ("long", "double"):
+            return A.Lit(-inner.value, inner.type, span=self._span(meta))
+        return A.Unary("-", inner, span=self._span(meta))
+
+    @v_args(meta=True)
+    def field_access(self, meta, c):
+        return A.FieldAccess(c[0], str(c[1]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def index(self, meta, c):
+        return A.Index(c[0], c[1], span=self._span(meta))
+
+    @v_args(meta=True)
+    def call(self, meta, c):
+        callee, *args = c
+        args = tuple(a for a in args if a is not None)
+        span = self._span(meta)
+        if isinstance(callee, A.Name):
+            return A.Call(callee.name, args, span=span)
+        if isinstance(callee, A.FieldAccess) and isinstance(callee.base, A.Name):
+            return A.Call(callee.name, args, module=callee.base.name, span=span)
+        raise FlowError([Diagnostic("E0002", "only a function name can be called", span, label="not a function",
+                                    hints=("call a builtin like `abs(x)` or a Python function like `u.score(x)`",))])
+
+    @v_args(meta=True)
+    def name(self, meta, c):
+        return A.Name(str(c[0]), span=self._span(meta))
+
+    @v_args(meta=True)
+    def cast(self, meta, c):
+        return A.Cast(c[0], c[1], span=self._span(meta))
+
+    # -- literals
+    @v_args(meta=True)
+    def int_lit(self, meta, c):
+        return A.Lit(int(c[0]), "long", span=self._span(meta))
+
+    @v_args(meta=True)
+    def dec_lit(self, meta, c):
+        return A.Lit(float(c[0]), "double", span=self._span(meta))
+
+    @v_args(meta=True)
+    def neg_int_lit(self, meta, c):
+        return A.Lit(-int(c[0]), "long", span=self._span(meta))
+
+    @v_args(meta=True)
+    def neg_dec_lit(self, meta, c):
+        return A.Lit(-float(c[0]), "double", span=self._span(meta))
+
+    @v_args(meta=True)
+    def str_lit(self, meta, c):
+        return A.Lit(_unescape(c[0]), "string", span=self._span(meta))
+
+    @v_args(meta=True)
+    def true_lit(self, meta, c):
+        return A.Lit(True, "boolean", span=self._span(meta))
+
+    @v_args(meta=True)
+    def false_lit(self, meta, c):
+        return A.Lit(False, "boolean", span=self._span(meta))
+
+    @v_args(meta=True)
+    def null_lit(self, meta, c):
+        return A.Lit(None, "null", span=self._span(meta))
