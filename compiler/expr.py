@@ -45,7 +45,7 @@ class TCall(TExpr):
 
 
 class TypeErrorAt(Exception):
-    def __init__(self, diag: Diagnostic):
+    def __init__(self, diag: Optional[Diagnostic]):  # None: a follow-on of an error already reported
         self.diag = diag
 
 
@@ -59,6 +59,7 @@ class Env:
     right: Optional[Schema] = None  # set inside a join condition
     allow_agg: bool = False
     scalar_params: dict = field(factory=dict)  # def scalar params: name -> TLit
+    in_agg: bool = False  # typing the argument of an aggregate (so another aggregate is nested)
 
 
 def type_expr(e: A.Expr, env: Env) -> TExpr:
@@ -119,16 +120,19 @@ def _field_access(e: A.FieldAccess, env: Env) -> TExpr:
               list(did_you_mean(qual, quals)) or ([f"qualify fields with {', '.join(quals)}"] if quals else
                                                   ["refer to the field by its name alone"]))
     base = type_expr(e.base, env)
-    _fail("E0303", f"`.{e.name}` needs a stream name before it, not a {base.type} value", e.span, "field access")
+    _fail("E0303", f"`.{e.name}` needs a stream name before it, not a {base.type} value", e.span, "field access",
+          ["name a field directly (`x`) or qualify it with an input stream (`s.x`)"])
 
 
 def _index(e: A.Index, env: Env) -> TExpr:
     base, idx = type_expr(e.base, env), type_expr(e.index, env)
     elem = element_type(base.type)
     if elem is None:
-        _fail("E0303", f"cannot index a value of type {base.type}", e.span, "not an array")
+        _fail("E0303", f"cannot index a value of type {base.type}", e.span, "not an array",
+              ["only arrays can be indexed, e.g. `split(s, \",\")[0]`"])
     if idx.type not in ("int", "long"):
-        _fail("E0303", f"an array index must be an integer, got {idx.type}", e.index.span, "index")
+        _fail("E0303", f"an array index must be an integer, got {idx.type}", e.index.span, "index",
+              ["index from 0 with a long, e.g. `a[0]`"])
     return TCall("index", (base, idx), elem)
 
 
@@ -138,13 +142,14 @@ def _unary(e: A.Unary, env: Env) -> TExpr:
         _want(x, "boolean", e.operand.span, "`not` needs a boolean")
         return TCall("not", (x,), "boolean")
     if not is_numeric(x.type):
-        _fail("E0303", f"unary `-` needs a number, got {x.type}", e.span, "not a number")
+        _fail("E0303", f"unary `-` needs a number, got {x.type}", e.span, "not a number",
+              ["convert it first, e.g. `-cast(x as double)`"])
     return TCall("neg", (x,), x.type)
 
 
 def _want(x: TExpr, t: str, span, what: str):
     if x.type not in (t, "null"):
-        _fail("E0303", f"{what}, got {x.type}", span, f"this is {x.type}")
+        _fail("E0303", f"{what}, got {x.type}", span, f"this is {x.type}", ["compare it, e.g. `x > 0` or `s == \"a\"`"])
 
 
 _ARITH = ("+", "-", "*", "/", "%")
@@ -173,7 +178,8 @@ def _binary(e: A.Binary, env: Env) -> TExpr:
 def _call(e: A.Call, env: Env) -> TExpr:
     if e.module is not None:
         return _udf_call(e, env)
-    args = tuple(type_expr(a, Env(env.schema, env.params, env.udfs, env.right, False, env.scalar_params))
+    in_agg = env.in_agg or (e.func in AGGREGATES and env.allow_agg)
+    args = tuple(type_expr(a, Env(env.schema, env.params, env.udfs, env.right, False, env.scalar_params, in_agg))
                  for a in e.args)
     if e.func in AGGREGATES:
         return _agg_call(e, args, env)
@@ -193,18 +199,24 @@ def _call(e: A.Call, env: Env) -> TExpr:
 
 def _agg_call(e: A.Call, args, env: Env) -> TExpr:
     agg = AGGREGATES[e.func]
+    if env.in_agg:
+        _fail("E0310", "aggregates cannot be nested", e.span, "nested aggregate",
+              ["aggregate once, then aggregate the result in a second `group`"])
     if not env.allow_agg:
         _fail("E0310", f"aggregate `{e.func}` is only allowed in `group` or `reduce`", e.span, "aggregate here",
               ["aggregate with `group(by key, n = count())`"])
     if len(args) > 1 or (len(args) == 0 and e.func != "count"):
-        _fail("E0305", f"`{e.func}` takes one argument, got {len(args)}", e.span, "bad call")
+        _fail("E0305", f"`{e.func}` takes one argument, got {len(args)}", e.span, "bad call",
+              [f"aggregate one expression per output field, e.g. `m = {e.func}(x)`"])
     if any(_has_agg(a) for a in args):
         _fail("E0310", "aggregates cannot be nested", e.span, "nested aggregate")
     arg_t = args[0].type if args else None
     if e.func in ("sum", "avg") and arg_t is not None and arg_t not in NUMERIC:
-        _fail("E0305", f"`{e.func}` needs a number, got {arg_t}", e.span, "not a number")
+        _fail("E0305", f"`{e.func}` needs a number, got {arg_t}", e.span, "not a number",
+              [f"convert it, e.g. `{e.func}(cast(x as double))`"])
     if e.func in ("any", "all") and arg_t not in ("boolean", "null"):
-        _fail("E0305", f"`{e.func}` needs a boolean, got {arg_t}", e.span, "not a boolean")
+        _fail("E0305", f"`{e.func}` needs a boolean, got {arg_t}", e.span, "not a boolean",
+              [f"aggregate a condition, e.g. `{e.func}(x > 0)`"])
     from scopeflow.stdlib.functions import agg_type
 
     return TCall(f"agg:{e.func}", args, agg_type(agg, arg_t))
@@ -220,6 +232,8 @@ def has_agg(x: TExpr) -> bool:
 
 def _udf_call(e: A.Call, env: Env) -> TExpr:
     funcs = env.udfs.get(e.module)
+    if funcs is None and e.module in env.udfs:  # its `use python` failed and was reported
+        raise TypeErrorAt(None)
     if funcs is None:
         _fail("E0304", f"unknown function module `{e.module}`", e.span, "not declared",
               list(did_you_mean(e.module, env.udfs)) + [f'declare it: use python "{e.module}.py" as {e.module}'])
@@ -232,12 +246,14 @@ def _udf_call(e: A.Call, env: Env) -> TExpr:
               "unusable function", ["annotate it, e.g. `def score(x: float, y: int) -> float`"])
     params, ret = sig
     args = tuple(type_expr(a, env) for a in e.args)
+    signature = f"signature: {e.module}.{e.func}({', '.join(params)}) -> {ret}"
     if len(args) != len(params):
-        _fail("E0305", f"`{e.module}.{e.func}` takes {len(params)} argument(s), got {len(args)}", e.span, "bad call")
+        _fail("E0305", f"`{e.module}.{e.func}` takes {len(params)} argument(s), got {len(args)}", e.span, "bad call",
+              [signature])
     for i, (a, p) in enumerate(zip(args, params)):
         if widen(a.type, p) != p:
             _fail("E0305", f"argument {i + 1} of `{e.module}.{e.func}` must be {p}, got {a.type}", e.args[i].span,
-                  "wrong type")
+                  "wrong type", [signature, f"convert it: `cast(x as {p})`"])
     return TCall("udf", args, ret, extra=(e.module, e.func))
 
 
@@ -258,7 +274,8 @@ def _in_list(e: A.InList, env: Env) -> TExpr:
     items = tuple(type_expr(i, env) for i in e.items)
     for i, src in zip(items, e.items):
         if widen(x.type, i.type) is None:
-            _fail("E0303", f"cannot compare {x.type} with {i.type} in `in (...)`", src.span, "incompatible type")
+            _fail("E0303", f"cannot compare {x.type} with {i.type} in `in (...)`", src.span, "incompatible type",
+                  [f"every item must be a {x.type}"])
     return TCall("not_in" if e.negated else "in", (x,) + items, "boolean")
 
 

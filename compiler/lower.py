@@ -38,6 +38,8 @@ class Lowerer:
         self.defs: dict[str, tuple[A.DefDecl, str]] = {}  # name -> (decl, defining file's dir)
         self.calls: list[tuple[str, A.Span, str]] = []  # def expansion stack: (def, call site, hygienic tag)
         self.expansions: dict[str, int] = {}
+        self.failed: set[tuple[str, str]] = set()  # (scope, "Feedback"/"Emit"): silences "no feedback/emit"
+        self.failed_udfs: set[str] = set()  # aliases whose `use python` failed (their calls are not re-reported)
         self.plan.scopes["pipeline"] = Scope("pipeline", "pipeline", self.plan.pipeline, None, 0)
 
     # ---- diagnostics ---------------------------------------------------------------
@@ -78,7 +80,8 @@ class Lowerer:
         for stmt in stmts:
             if isinstance(stmt, A.DefDecl):
                 if stmt.name in self.defs:
-                    self.error("E0102", f"operator `{stmt.name}` is defined twice", stmt.span, "second definition")
+                    self.error("E0102", f"operator `{stmt.name}` is defined twice", stmt.span, "second definition",
+                               ["rename one of them"])
                 self.defs[stmt.name] = (stmt, base_dir)
             elif isinstance(stmt, A.ImportDecl):
                 self.lower_import(stmt, base_dir)
@@ -88,13 +91,16 @@ class Lowerer:
             handler = getattr(self, f"stmt_{type(stmt).__name__}")
             handler(stmt, sym, in_def)
         except _Failed:
-            if isinstance(stmt, A.Assign):
+            if isinstance(stmt, (A.Assign, A.SourceDecl)):
                 sym.define(Symbol(stmt.name, None, None, span=stmt.span))
+            elif isinstance(stmt, (A.Feedback, A.Emit)):
+                self.failed.add((sym.scope, type(stmt).__name__))
 
     def top_only(self, stmt, sym: Symbols, what: str, in_def: bool) -> bool:
         if sym.scope != "pipeline" or in_def:
             where = "a loop body" if sym.scope != "pipeline" else "a def body"
-            self.error("E0113", f"{what} is not allowed in {where}", stmt.span, "move it to the top level")
+            self.error("E0113", f"{what} is not allowed in {where}", stmt.span, "move it to the top level",
+                       ["`pipeline`, `param`, `config`, `use`, `from` and `def` are declared at the top level"])
             return False
         return True
 
@@ -108,11 +114,12 @@ class Lowerer:
         if not is_valid_type(stmt.type):
             self.fail("E0119", f"unknown type `{stmt.type}`", stmt.span, "bad type", did_you_mean(stmt.type, TYPE_NAMES))
         lit = stmt.default
-        if widen(stmt.type, lit.type) != stmt.type and not (stmt.type in ("date", "timestamp") and lit.type == "string"):
+        if not _fits(stmt.type, lit.type):
             self.fail("E0117", f"param `{stmt.name}` is {stmt.type} but its default is {lit.type}", lit.span,
                       "wrong type", [f"give a {stmt.type} default"])
         if stmt.name in self.plan.params:
-            self.fail("E0102", f"param `{stmt.name}` is declared twice", stmt.span, "second declaration")
+            self.fail("E0102", f"param `{stmt.name}` is declared twice", stmt.span, "second declaration",
+                      ["remove one declaration or rename it"])
         self.plan.params[stmt.name] = (stmt.type, lit.value)
 
     def stmt_ConfigDecl(self, stmt, sym, in_def):
@@ -123,15 +130,20 @@ class Lowerer:
     def stmt_UseDecl(self, stmt, sym, in_def):
         if not self.top_only(stmt, sym, "`use python`", in_def):
             return
+        if stmt.alias in self.plan.udfs or stmt.alias in self.failed_udfs:
+            self.fail("E0102", f"Python module alias `{stmt.alias}` is declared twice", stmt.span, "second declaration",
+                      ["give each module its own alias"])
         path = os.path.join(self.base_dir, stmt.path)
         if not os.path.isfile(path):
+            self.failed_udfs.add(stmt.alias)
             self.fail("E0110", f"Python module `{stmt.path}` not found", stmt.span, "no such file",
                       [f"looked for {path}; paths are relative to the .flow file"])
         try:
             module = load_python_module(path, stmt.alias)
         except Exception as exc:  # the user's module failed to import: show why
+            self.failed_udfs.add(stmt.alias)
             self.fail("E0110", f"Python module `{stmt.path}` failed to import: {type(exc).__name__}: {exc}",
-                      stmt.span, "import failed")
+                      stmt.span, "import failed", ["the module is imported when the pipeline is checked; fix the error"])
         self.plan.udfs[stmt.alias] = {"path": path, "functions": python_functions(module), "line": stmt.span.line,
                                       "table_functions": sorted(n for n in python_functions(module))}
 
@@ -143,7 +155,8 @@ class Lowerer:
 
     def stmt_Return(self, stmt, sym, in_def):
         if not in_def:
-            self.error("E0108", "`return` is only allowed at the end of a def", stmt.span, "outside a def")
+            self.error("E0108", "`return` is only allowed at the end of a def", stmt.span, "outside a def",
+                       ["at the top level, define a stream: `name = STREAM`"])
 
     def lower_import(self, stmt: A.ImportDecl, base_dir: str):
         path = self.resolve_import(stmt, base_dir)
@@ -180,7 +193,7 @@ class Lowerer:
             if not res.is_file():
                 libs = [p.name[:-5] for p in resources.files("scopeflow.stdlib").iterdir() if p.name.endswith(".flow")]
                 self.error("E0105", f"no stdlib module `{module}`", stmt.span, "unknown module",
-                           [f"stdlib modules: {', '.join(sorted(libs))}"])
+                           list(did_you_mean(module, libs)) or [f"stdlib modules: {', '.join(sorted(libs)) or 'none'}"])
                 return None
             return str(res)
         path = os.path.join(base_dir, stmt.path)
@@ -214,9 +227,9 @@ class Lowerer:
                 self.fail("E0319", f"a row has {len(row)} values, the schema {len(schema.fields)}",
                           row[0].span if row else src.span, "row", [f"schema: {schema}"])
             for lit, f in zip(row, schema.fields):
-                if widen(f.type, lit.type) != f.type and not (f.type in ("date", "timestamp") and lit.type == "string"):
+                if not _fits(f.type, lit.type):
                     self.fail("E0319", f"value {lit.value!r} is {lit.type}, field `{f.name}` is {f.type}", lit.span,
-                              "wrong type")
+                              "wrong type", [f"write a {f.type} value"])
             rows.append(tuple(lit.value for lit in row))
         return rows
 
@@ -226,9 +239,18 @@ class Lowerer:
             if not is_valid_type(f.type):
                 self.fail("E0119", f"unknown type `{f.type}`", f.span, "bad type", did_you_mean(f.type, TYPE_NAMES))
             if f.name in seen:
-                self.fail("E0314", f"field `{f.name}` is declared twice", f.span, "duplicate field")
+                self.fail("E0314", f"field `{f.name}` is declared twice", f.span, "duplicate field",
+                          ["rename or remove one of them"])
             seen.add(f.name)
         return Schema.of((f.name, f.type) for f in decl.fields)
+
+    def path_arg(self, path, args):
+        """Check that a path given as a param names a string param."""
+        if isinstance(path, dict) and self.plan.params[path["param"]][0] != "string":
+            arg = next(a for a in args if a.name is None)
+            self.fail("E0117", f"param `{path['param']}` is {self.plan.params[path['param']][0]}, a path must be a "
+                      "string", arg.span, "not a string", [f"declare it: param {path['param']}: string = \"...\""])
+        return path
 
     def arg_value(self, arg: A.Arg):
         if isinstance(arg.value, A.Name):
@@ -249,7 +271,8 @@ class Lowerer:
             else:
                 options[a.name] = self.arg_value(a)
         if len(positional) > 1:
-            self.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument")
+            self.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument",
+                      ["pass options by name, e.g. `header = true`"])
         return (positional[0] if positional else None), options
 
     def read_source(self, src: A.ReadSource):
@@ -258,8 +281,10 @@ class Lowerer:
             self.fail("E0114", f"unknown source format `{src.format}`", src.format_span, "unknown format",
                       did_you_mean(src.format, formats))
         path, options = self.call_args(src.args, f"`{src.format}`", None)
+        self.path_arg(path, src.args)
         if path is None and src.format != "rate":
-            self.fail("E0114", f"`read {src.format}(...)` needs a path", src.span, "missing path")
+            self.fail("E0114", f"`read {src.format}(...)` needs a path", src.span, "missing path",
+                      [f"e.g. `read {src.format}(\"data/input\")`; a relative path is relative to the .flow file"])
         if src.format == "rate":
             schema = Schema.of([("timestamp", "timestamp"), ("value", "long")])
         elif src.schema is not None:
@@ -289,6 +314,10 @@ class Lowerer:
     def parquet_schema(self, path, src) -> Schema:
         p = self.path_value(path)
         full = os.path.join(self.base_dir, p) if isinstance(p, str) else None
+        if full is None or not os.path.exists(full):
+            self.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span,
+                      "no schema", [f"looked for {full}" if full else "",
+                                    "declare the schema: read parquet(...) schema (...)"])
         try:
             import pyarrow.dataset as ds
 
@@ -309,8 +338,10 @@ class Lowerer:
                       did_you_mean(spec.format, SINK_FORMATS))
         allowed = {"csv": ("header", "sep"), "json": (), "parquet": (), "table": (), "console": ("rows",)}[spec.format]
         path, options = self.call_args(spec.args, f"sink `{spec.format}`", allowed)
+        self.path_arg(path, spec.args)
         if path is None and spec.format != "console":
-            self.fail("E0114", f"sink `{spec.format}` needs a path", spec.span, "missing path")
+            self.fail("E0114", f"sink `{spec.format}` needs a path", spec.span, "missing path",
+                      [f"e.g. `{spec.format}(\"out/result\")`"])
         self.plan.sinks.append(Sink(nid, spec.format, {"path": path, "options": options, "line": stmt.span.line},
                                     stmt.span))
 
@@ -354,7 +385,8 @@ class Lowerer:
             result = self.lower_loop(head, sym, out_name=None)
             if isinstance(result, dict):
                 self.fail("E0208", f"loop `{head.name}` has several named emits; assign it and use `name.output`",
-                          head.span, "several outputs")
+                          head.span, "several outputs",
+                          [f"e.g. `out = loop {head.name}(...) {{ ... }}`, then `out.{next(iter(result))}`"])
             nid, schema = result
         else:
             nid, schema = self.expand_call(head, None, sym)
@@ -372,6 +404,10 @@ class Lowerer:
             if ref.name in self.defs:
                 self.fail("E0101", f"`{ref.name}` is an operator, not a stream", ref.span, "operator",
                           [f"call it: `{ref.name}(...)`"])
+            if self.calls and sym.hidden_by_def(ref.name):
+                self.fail("E0101", f"`{ref.name}` is defined outside operator `{self.calls[-1][0]}`, which sees only its "
+                          "parameters and its own streams", ref.span, "not visible in the def",
+                          [f"pass it in as a stream parameter, e.g. `{ref.name}: (...)`"])
             self.fail("E0101", f"unknown stream `{ref.name}`", ref.span, "not defined",
                       did_you_mean(ref.name, sym.visible_names()))
         if s.node is None and s.outputs is None:
@@ -424,13 +460,16 @@ class Lowerer:
         return out
 
     def udf_env(self) -> dict:
-        return {alias: u["functions"] for alias, u in self.plan.udfs.items()}
+        failed = {alias: None for alias in self.failed_udfs}  # None: the module failed to load (already reported)
+        return {**failed, **{alias: u["functions"] for alias, u in self.plan.udfs.items()}}
 
     def typed(self, e: A.Expr, env: X.Env) -> X.TExpr:
         try:
             t = X.type_expr(e, env)
         except X.TypeErrorAt as err:
             d = err.diag
+            if d is None:  # a follow-on of an error already reported
+                raise _Failed() from None
             self.fail(d.code, d.message, d.span, d.label, d.hints)
         return t
 
@@ -443,7 +482,8 @@ class Lowerer:
                 self.fail("E0313", f"this {what} item needs a name", it.span, "unnamed expression",
                           ["name it: `n = EXPR`"])
             if name in seen:
-                self.fail("E0314", f"field `{name}` appears twice in the output", it.span, "duplicate field")
+                self.fail("E0314", f"field `{name}` appears twice in the output", it.span, "duplicate field",
+                          ["rename one of them: `new_name = EXPR`"])
             seen.add(name)
             out.append((name, t))
         return out
@@ -504,7 +544,8 @@ class Lowerer:
         rid, rschema = self.lower_stream(op.other, sym, binary=("join", sym.scope_label))
         cond = self.typed(op.on, self.env(schema, sym, right=rschema))
         if cond.type != "boolean":
-            self.fail("E0306", f"a join condition must be boolean, got {cond.type}", op.on.span, "not a boolean")
+            self.fail("E0306", f"a join condition must be boolean, got {cond.type}", op.on.span, "not a boolean",
+                      ["compare fields of both sides, e.g. `on a.id == b.id`"])
         keys = _equi_keys(cond)
         if op.how in ("semi", "anti"):
             out = schema
@@ -542,14 +583,16 @@ class Lowerer:
                     self.fail("E0312", f"`{what}` without `by` takes only aggregates", it.span, "not an aggregate",
                               [f"group by it: `{what}(by {name or 'key'}, ...)`"])
                 if aggs:
-                    self.fail("E0312", "keys come before aggregates", it.span, "key after an aggregate")
+                    self.fail("E0312", "keys come before aggregates", it.span, "key after an aggregate",
+                              [f"write the keys first: `{what}(by k, n = count())`"])
                 if name is None:
                     self.fail("E0313", f"this `{what}` key needs a name", it.span, "unnamed key", ["name it: `k = EXPR`"])
                 keys.append((name, t))
         names = [n for n, _ in keys] + [n for n, _, _ in aggs]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            self.fail("E0314", f"field `{dup}` appears twice in the `{what}` output", op.span, "duplicate field")
+            self.fail("E0314", f"field `{dup}` appears twice in the `{what}` output", op.span, "duplicate field",
+                      ["rename one of them: `new_name = EXPR`"])
         out = Schema(tuple(Field(n, t.type) for n, t in keys) + tuple(Field(n, t.type) for n, t, _ in aggs))
         return keys, aggs, out
 
@@ -583,6 +626,8 @@ class Lowerer:
 
     def op_apply(self, op, nid, schema, sym):
         udf = self.plan.udfs.get(op.module)
+        if op.module in self.failed_udfs:
+            raise _Failed()
         if udf is None:
             self.fail("E0111", f"unknown Python module alias `{op.module}`", op.span, "not declared",
                       list(did_you_mean(op.module, self.plan.udfs)) + [f'declare it: use python "file.py" as {op.module}'])
@@ -643,7 +688,13 @@ class Lowerer:
             if lit is None:
                 self.fail("E0107", f"`{call.name}` needs a value for `{p.name}`", call.span, "missing argument",
                           [f"signature: {_def_signature(decl)}"])
-            ns.scalars[p.name] = X.TLit(lit.value, p.type if widen(p.type, lit.type) == p.type else lit.type)
+            if not is_valid_type(p.type):
+                self.fail("E0119", f"unknown type `{p.type}`", p.span, "bad type", did_you_mean(p.type, TYPE_NAMES))
+            if not _fits(p.type, lit.type):
+                given = "its default" if i >= len(scalars) else "the argument"
+                self.fail("E0107", f"`{p.name}` of `{call.name}` is {p.type} but {given} is {lit.type}", lit.span,
+                          "wrong type", [f"signature: {_def_signature(decl)}"])
+            ns.scalars[p.name] = X.TLit(lit.value, p.type)
         count = self.expansions[call.name] = self.expansions.get(call.name, 0) + 1
         self.calls.append((call.name, call.span, call.name if count == 1 else f"{call.name}{count}"))
         try:
@@ -661,7 +712,8 @@ class Lowerer:
         for stmt in decl.body:
             if isinstance(stmt, A.Return):
                 if result is not None:
-                    self.fail("E0108", f"`{decl.name}` has more than one `return`", stmt.span, "second return")
+                    self.fail("E0108", f"`{decl.name}` has more than one `return`", stmt.span, "second return",
+                              ["a def ends with exactly one `return`"])
                 result = self.lower_stream(stmt.expr, ns)
             else:
                 self.lower_stmt(stmt, ns, in_def=True)
@@ -676,7 +728,8 @@ class Lowerer:
     def stmt_Feedback(self, stmt, sym, in_def):
         loop_ns = self.loop_ns(sym)
         if loop_ns is None:
-            self.fail("E0212", "`feedback` is only allowed inside a loop body", stmt.span, "outside a loop")
+            self.fail("E0212", "`feedback` is only allowed inside a loop body", stmt.span, "outside a loop",
+                      ["write it in the body: `loop name(v = init) { ...; feedback v <- next; emit ... }`"])
         scope = self.plan.scopes[sym.scope]
         if stmt.var not in loop_ns.loop_vars:
             outer = self.outer_var_owner(loop_ns, stmt.var)
@@ -684,8 +737,9 @@ class Lowerer:
             if outer:
                 self.fail("E0204", f"`{stmt.var}` is a variable of the outer loop `{outer}`; feedback may only target "
                           f"the innermost loop `{scope.name}`", stmt.var_span, "outer variable", hints)
+            close = [h for h in did_you_mean(stmt.var, loop_ns.loop_vars) if h.startswith("did you mean")]
             self.fail("E0204", f"`{stmt.var}` is not a variable of loop `{scope.name}`", stmt.var_span,
-                      "not a loop variable", list(did_you_mean(stmt.var, loop_ns.loop_vars)) + hints)
+                      "not a loop variable", close + hints)
         nid, schema = self.lower_stream(stmt.expr, sym)
         var_id = loop_ns.loop_vars[stmt.var]
         var_schema = self.plan.nodes[var_id].schema
@@ -698,7 +752,8 @@ class Lowerer:
     def stmt_Emit(self, stmt, sym, in_def):
         loop_ns = self.loop_ns(sym)
         if loop_ns is None:
-            self.fail("E0212", "`emit` is only allowed inside a loop body", stmt.span, "outside a loop")
+            self.fail("E0212", "`emit` is only allowed inside a loop body", stmt.span, "outside a loop",
+                      ["write it in the body: `loop name(v = init) { ...; feedback v <- next; emit ... }`"])
         nid, schema = self.lower_stream(stmt.expr, sym)
         if stmt.mode == "state" and self.plan.nodes[nid].op not in ("reduce", "distinct"):
             self.fail("E0209", f"`emit state` needs a `reduce` or `distinct` stream, got `{self.plan.nodes[nid].op}`",
@@ -737,7 +792,8 @@ class Lowerer:
         local = self.hygienic(loop.name)
         sid = local if parent == "pipeline" else f"{parent}.{local}"
         if sid in self.plan.scopes:
-            self.fail("E0102", f"loop `{loop.name}` is already defined in this scope", loop.name_span, "duplicate loop")
+            self.fail("E0102", f"loop `{loop.name}` is already defined in this scope", loop.name_span, "duplicate loop",
+                      ["loop names are unique within a scope; rename one"])
         scope = Scope(sid, loop.kind, loop.name, parent, self.plan.scopes[parent].depth + 1, span=loop.span)
         self.plan.scopes[sid] = scope
         self.plan.scopes[parent].children.append(sid)
@@ -788,18 +844,21 @@ class Lowerer:
         seen = set()
         for o in loop.options:
             if o.name in seen:
-                self.fail("E0213", f"loop option `{o.name.replace('_', ' ')}` is given twice", o.span, "duplicate option")
+                self.fail("E0213", f"loop option `{o.name.replace('_', ' ')}` is given twice", o.span, "duplicate option",
+                          ["keep one of them"])
             seen.add(o.name)
             value = o.value
             if isinstance(value, A.Lit):
                 value = value.value
                 if value < 1:
-                    self.fail("E0213", f"`{o.name.replace('_', ' ')}` must be at least 1", o.span, "too small")
+                    self.fail("E0213", f"`{o.name.replace('_', ' ')}` must be at least 1", o.span, "too small",
+                              ["give a positive number of rounds"])
             elif isinstance(value, A.Name) and o.name != "until":
                 value = self.option_param(value, sym)
             opts[o.name] = value.name if isinstance(value, A.Name) else value
         if "rounds" in opts and "until" in opts:
-            self.error("E0213", "`rounds` and `until` cannot be combined", loop.span, "conflicting options",
+            later = [o for o in loop.options if o.name in ("rounds", "until")][-1]
+            self.error("E0213", "`rounds` and `until` cannot be combined", later.span, "conflicting options",
                        ["use `until empty(S)` with `max N`"])
         return opts
 
@@ -809,15 +868,18 @@ class Lowerer:
             return scal[name.name].value
         if name.name in self.plan.params and self.plan.params[name.name][0] in ("long", "int"):
             return {"param": name.name}
+        if name.name in self.plan.params:
+            self.fail("E0104", f"param `{name.name}` is {self.plan.params[name.name][0]}, a loop option needs an "
+                      "integer", name.span, "not an integer param", ["declare it as `param NAME: long = N`"])
         self.fail("E0104", f"unknown integer param `{name.name}`", name.span, "not a param",
                   did_you_mean(name.name, list(self.plan.params) + list(scal)))
 
     def check_loop(self, loop: A.Loop, scope: Scope, ns: Symbols):
-        if not scope.feedback:
+        if not scope.feedback and (scope.id, "Feedback") not in self.failed:
             self.error("E0206", f"loop `{loop.name}` has no feedback", loop.name_span, "no feedback",
                        [f"send records around: feedback {next(iter(ns.loop_vars), 'v')} <- ..."])
         emits = scope.emits
-        if not emits:
+        if not emits and (scope.id, "Emit") not in self.failed:
             self.error("E0208", f"loop `{loop.name}` has no emit", loop.name_span, "no output",
                        ["add `emit STREAM` (or `emit last` / `emit state`)"])
         unnamed = [e for e in emits if e.name is None]
@@ -827,7 +889,9 @@ class Lowerer:
         names = [e.name for e in emits if e.name]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            self.error("E0208", f"two emits are named `{dup}`", loop.span, "duplicate emit name")
+            second = [e for e in emits if e.name == dup][1]
+            self.error("E0208", f"two emits of loop `{loop.name}` are named `{dup}`", second.span,
+                       "duplicate emit name", ["give each emit its own name"])
         until = scope.options.get("until")
         if until is not None:
             s = ns.table.get(until)
@@ -858,6 +922,11 @@ class Lowerer:
         return outputs
 
 
+def _fits(declared: str, literal: str) -> bool:
+    """Whether a literal of type `literal` can stand for a value of type `declared` (dates are written as strings)."""
+    return widen(declared, literal) == declared or (declared in ("date", "timestamp") and literal == "string")
+
+
 def _equi_keys(cond: X.TExpr) -> list[tuple[str, str]]:
     """Left/right field pairs compared with `==` in the top-level conjunction of a join condition."""
     if isinstance(cond, X.TCall) and cond.fn == "and":
@@ -881,8 +950,17 @@ def _def_signature(decl: A.DefDecl) -> str:
         if p.schema is not None:
             parts.append(f"{p.name}: ({', '.join(f'{f.name}: {f.type}' for f in p.schema.fields)})")
         else:
-            parts.append(f"{p.name}: {p.type}" + (f" = {p.default.value!r}" if p.default else ""))
+            parts.append(f"{p.name}: {p.type}" + (f" = {_flow_literal(p.default.value)}" if p.default else ""))
     return f"{decl.name}({', '.join(parts)})"
+
+
+def _flow_literal(value) -> str:
+    """A constant as it is written in .flow."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)
 
 
 def _arrow_type(t) -> str:

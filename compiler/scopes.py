@@ -51,6 +51,13 @@ class Symbols:
             ns = ns.parent
         return None, None
 
+    def hidden_by_def(self, name: str) -> bool:
+        """Whether `name` is defined outside the def body this namespace is in (hygiene hides it)."""
+        ns: Optional[Symbols] = self
+        while ns is not None and not ns.barrier:
+            ns = ns.parent
+        return ns is not None and ns.parent is not None and ns.parent.lookup(name)[0] is not None
+
     def visible_names(self) -> list[str]:
         out, ns = [], self
         while ns is not None:

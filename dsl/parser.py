@@ -41,25 +41,105 @@ def flow_to_ast(text: str, file: str = "<input>") -> A.Program:
 def _syntax_diagnostic(err: UnexpectedInput, text: str, file: str) -> Diagnostic:
     line, col = max(err.line, 1), max(err.column, 1)
     width = len(err.token) if isinstance(err, UnexpectedToken) and err.token else 1
-    if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
+    if _at_end(err):
         line, col, width = _end_position(text)
     span = A.Span(file, line, col, line, col + width)
-    label = err.match_examples(_parser().parse, SYNTAX_ERRORS, use_accepts=True)
+    label = _unclosed_block(err) or _unclosed_paren(err) or _match_example(err)
     if label is not None:
         code, message, hint = label
         return Diagnostic(code, message, span, label="here", hints=(hint,) if hint else ())
-    return Diagnostic("E0001", _fallback_message(err), span, label="unexpected here")
+    return Diagnostic("E0001", _fallback_message(err), span, label="unexpected here", hints=(_fallback_hint(err),))
+
+
+@functools.lru_cache(maxsize=1)
+def _example_errors() -> list[tuple[tuple, UnexpectedInput]]:
+    out = []
+    for label, examples in SYNTAX_ERRORS:
+        for text in examples:
+            try:
+                _parser().parse(text)
+            except UnexpectedInput as ut:
+                out.append((label, ut))
+    return out
+
+
+def _lalr_state(err: UnexpectedInput):
+    state = getattr(err, "state", None)
+    return getattr(state, "position", state)
+
+
+def _at_end(err: UnexpectedInput) -> bool:
+    return isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
+
+
+def _unclosed_block(err: UnexpectedInput):
+    """At end of file, a `}` that would be accepted means a block was left open, whatever came last."""
+    if not _at_end(err) or "RBRACE" not in (getattr(err, "accepts", None) or err.expected or ()):
+        return None
+    return next(label for label, _ in SYNTAX_ERRORS if label[0] == "E0022")
+
+
+def _after_line_end(err: UnexpectedInput) -> bool:
+    """Whether the parser stumbled at the start of a later line (or the end of file) than the last good token."""
+    if _at_end(err):
+        return True
+    if not isinstance(err, UnexpectedToken):
+        return False
+    last = (getattr(err.state, "value_stack", None) or [None])[-1]
+    end_line = getattr(last, "end_line", None) or getattr(getattr(last, "meta", None), "end_line", None)
+    return end_line is not None and end_line < err.token.line
+
+
+def _unclosed_paren(err: UnexpectedInput):
+    """A `)` was expected where the next line (or the end of file) begins: a parenthesis was left open."""
+    if not isinstance(err, UnexpectedToken) or "RPAR" not in err.accepts or not _after_line_end(err):
+        return None
+    return next(label for label, _ in SYNTAX_ERRORS if label[0] == "E0013")
+
+
+def _match_example(err: UnexpectedInput):
+    """The label of the catalogue example that fails in the same parser state as `err`, or None.
+
+    Like lark's `match_examples`, but it compares the LALR state only: lark also compares the depth
+    of the state stack, so an example written as a file's first statement would never match the
+    same mistake after other statements or inside a loop body. An example failing on another kind
+    of token counts only when the error is at the start of a line: then the previous line is
+    incomplete, whatever follows it; within a line the token itself is the mistake (`where(a = b)`).
+    """
+    state = _lalr_state(err)
+    if state is None:
+        return None
+    same_type = same_state = None
+    for label, ut in _example_errors():
+        if _lalr_state(ut) != state or type(ut) is not type(err):
+            continue
+        if isinstance(err, UnexpectedToken) and ut.accepts != err.accepts:
+            continue
+        if isinstance(err, UnexpectedToken) and ut.token == err.token:
+            return label
+        if isinstance(err, UnexpectedToken) and ut.token.type == err.token.type:
+            same_type = same_type or label
+        same_state = same_state or label
+    return same_type or (same_state if _after_line_end(err) else None)
 
 
 def _fallback_message(err: UnexpectedInput) -> str:
     if isinstance(err, UnexpectedCharacters):
         return f"unexpected character {err.char!r}"
     expected = sorted(_pretty_terminal(t) for t in (getattr(err, "accepts", None) or err.expected or ()))
-    found = "end of file" if isinstance(err, UnexpectedEOF) else f"`{err.token}`"
+    found = "end of file" if _at_end(err) else f"`{err.token}`"
     return f"unexpected {found}; expected one of: {', '.join(expected[:12])}"
 
 
+def _fallback_hint(err: UnexpectedInput) -> str:
+    if isinstance(err, UnexpectedCharacters):
+        return "names are letters, digits and `_`; strings are in double quotes; comments start with `#`"
+    return "the statement is incomplete or has an extra token here; LANGUAGE.md lists the statement forms"
+
+
 def _pretty_terminal(name: str) -> str:
+    if name == "$END":
+        return "end of file"
     try:
         pattern = _parser().get_terminal(name).pattern
     except KeyError:

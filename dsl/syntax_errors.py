@@ -12,7 +12,7 @@ SYNTAX_ERRORS = [
     ),
     (
         ("E0011", "a pipe `|` must be followed by an operator", "e.g. `s | where(x > 0)`; remove the trailing `|`"),
-        ["x = edges |\n", "x = edges | | distinct\n"],
+        ["x = edges |\n", "x = edges | | distinct\n", "x = edges |\nsink x -> console()\n"],
     ),
     (
         ("E0012", "`=` is assignment; compare with `==`", "write `where(a == b)`"),
@@ -20,7 +20,8 @@ SYNTAX_ERRORS = [
     ),
     (
         ("E0013", "unclosed parenthesis in operator arguments", "add the missing `)`"),
-        ["x = e | select(a, b\n", "x = e | where(a == (b + 1)\nsink x -> console()\n"],
+        ["x = e | select(a, b\n", "x = e | where(a == (b + 1)\nsink x -> console()\n",
+         "x = e | select(a, b = c\nsink x -> console()\n", "x = e | join(f, on a == b\nsink x -> console()\n"],
     ),
     (
         ("E0014", "a join needs `on` before its condition", "write `join(other, on left.k == other.k)`"),

@@ -23,7 +23,7 @@ class Func:
     name: str
     args: tuple[str, ...]  # argument kinds; a trailing "*" kind repeats (e.g. ("num", "num*"))
     returns: object  # a type name, or a callable (arg types) -> type
-    spark: str  # code template: {0} {1} ... positional, {args} all, comma-separated
+    spark: object  # code template ({0} {1} positional, {args} all), or {first argument type: template, "*": ...}
     doc: str
     example: str
     min_args: Optional[int] = None  # when optional trailing arguments exist
@@ -39,6 +39,11 @@ class Func:
         if self.args and self.args[-1].endswith("*") and i >= len(self.args) - 1:
             return self.args[-1][:-1]
         return self.args[i]
+
+    def template(self, arg_types: list[str]) -> str:
+        if isinstance(self.spark, dict):
+            return self.spark.get(arg_types[0] if arg_types else "*", self.spark["*"])
+        return self.spark
 
     def signature(self) -> str:
         return f"{self.name}({', '.join(self.args)})"
@@ -179,7 +184,7 @@ _FUNCS = [
     _f("array", ["any", "any*"], _array_of, "F.array({args})", "An array of the arguments.", "array(src, dst)",
        category="array"),
     _f("size", ["arr"], "int", "F.size({0})", "Number of elements.", "size(neighbours)", category="array"),
-    _f("contains", ["any", "any"], "boolean", "sf.contains({0}, {1})",
+    _f("contains", ["any", "any"], "boolean", {"string": "{0}.contains({1})", "*": "F.array_contains({0}, {1})"},
        "Array membership, or substring test for strings.", "contains(tags, \"x\")", category="array"),
     _f("array_distinct", ["arr"], lambda t: t[0], "F.array_distinct({0})", "Remove duplicate elements.",
        "array_distinct(xs)", category="array"),

@@ -1,0 +1,232 @@
+"""Running a pipeline: `scopeflow run`, the generated script's `main`, and `run_file` for Python callers.
+
+All three go through `execute`: the generated code is the only execution path,
+so `scopeflow run F.flow` and `python job.py` / `spark-submit job.py` behave
+the same.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import sys
+import types
+from typing import Callable, Optional
+
+from scopeflow.runtime.errors import RuntimeFailure
+
+EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_MAX, EXIT_RUNTIME, EXIT_SNAPSHOT = 0, 1, 2, 3, 4, 5
+
+_current: dict = {"job": None}
+
+
+def param(name: str):
+    """The value of a `param` in the running job (used by generated expressions)."""
+    return _current["job"].params[name]
+
+
+class UsageError(Exception):
+    pass
+
+
+def _convert(name: str, kind: str, raw: str):
+    try:
+        if kind in ("long", "int"):
+            return int(raw)
+        if kind == "double":
+            return float(raw)
+        if kind == "boolean":
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(raw)
+            return raw.lower() == "true"
+        return raw
+    except ValueError:
+        raise UsageError(f"--param {name}={raw}: `{name}` is a {kind}") from None
+
+
+def parse_params(declared: dict, overrides: list[str]) -> dict:
+    values = {name: default for name, (_, default) in declared.items()}
+    for item in overrides:
+        if "=" not in item:
+            raise UsageError(f"--param {item}: expected NAME=VALUE")
+        name, raw = item.split("=", 1)
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else (f"; params: {', '.join(declared)}" if declared
+                                                                   else "; the pipeline declares no params")
+            raise UsageError(f"--param {name}: no such param{hint}")
+        values[name] = _convert(name, declared[name][0], raw)
+    return values
+
+
+def parse_conf(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--conf {item}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def execute(pipeline_fn: Callable, name: str, flow_file: str, declared: dict, config: dict, fingerprint: str,
+            params: Optional[dict] = None, spark=None, master=None, remote=None, conf=None, quiet=True,
+            trace=False, verbose=False, report: Optional[str] = None, raise_errors: bool = False):
+    """Run a compiled pipeline. Returns (exit code, job)."""
+    from scopeflow.runtime.job import Job
+    from scopeflow.runtime.progress import Progress
+    from scopeflow.runtime.session import build_session
+    from scopeflow.runtime.termination import LoopMaxError
+
+    progress = Progress(enabled=not quiet)
+    job = None
+    status, code, message = "ok", EXIT_OK, None
+    try:
+        if spark is None:
+            spark = build_session(f"scopeflow:{name}", master, remote, {**config, **(conf or {})}, verbose)
+        else:
+            for k, v in config.items():
+                try:
+                    spark.conf.set(k, v)
+                except Exception:  # a static conf of a shared session: it stays as the session has it
+                    pass
+        job = Job(spark, name, flow_file, params if params is not None else parse_params(declared, []),
+                  fingerprint, progress, trace)
+        _current["job"] = job
+        pipeline_fn(job)
+    except LoopMaxError as exc:
+        status, code, message = "max", EXIT_MAX, str(exc)
+        if raise_errors:
+            raise
+    except RuntimeFailure as exc:
+        status, code, message = "failed", EXIT_RUNTIME, exc.render()
+        if raise_errors:
+            raise
+    except Exception as exc:  # Spark and user-function failures: one clean message, not a JVM wall
+        status, code, message = "failed", EXIT_RUNTIME, describe_failure(exc, flow_file)
+        if raise_errors:
+            raise
+    finally:
+        _current["job"] = None
+        if job is not None and report:
+            job.write_report(report, status, message)
+    if message:
+        print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
+    elif job is not None:
+        progress.summary(name)
+    return code, job
+
+
+_USER_ERROR = re.compile(r"SCOPEFLOW_USER_ERROR line (\d+) in (\w+):\n(.*?)(?:\n\n|\Z|\n\tat |\nJVM stacktrace)", re.S)
+
+
+def describe_failure(exc: Exception, flow_file: str) -> str:
+    text = str(exc)
+    m = _USER_ERROR.search(text)
+    if m:
+        line, fn, tb = m.groups()
+        user_tb = _user_frames(tb)
+        return (f"error: Python function `{fn}` failed ({flow_file}:{line})\n{user_tb}".rstrip())
+    first = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return f"error: Spark failed: {first[:500]}"
+
+
+def _user_frames(tb: str) -> str:
+    """Keep the traceback frames of the user's code, drop scopeflow's and pyspark's."""
+    lines = tb.splitlines()
+    out, skip = [], False
+    for ln in lines:
+        if ln.startswith('  File "'):
+            skip = "/pyspark/" in ln or "/scopeflow/" in ln or "/runtime/udf.py" in ln
+        if not skip:
+            out.append(ln)
+    return "\n".join(out)
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--master")
+    p.add_argument("--remote")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--trace", action="store_true")
+    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--report")
+
+
+def main(argv, pipeline_fn, name, flow_file, declared, config, fingerprint) -> int:
+    """Entry point of a generated script (`python job.py ...` or `spark-submit job.py ...`)."""
+    p = argparse.ArgumentParser(prog=os.path.basename(sys.argv[0] or "job.py"),
+                                description=f"Run pipeline `{name}` (generated by scopeflow).")
+    _add_run_args(p)
+    args = p.parse_args(argv)
+    try:
+        params = parse_params(declared, args.param)
+        conf = parse_conf(args.conf)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    code, _ = execute(pipeline_fn, name, flow_file, declared, config, fingerprint, params=params,
+                      master=args.master, remote=args.remote, conf=conf, quiet=args.quiet, trace=args.trace,
+                      verbose=args.verbose, report=args.report)
+    return code
+
+
+def load_generated(code: str, flow_file: str) -> types.ModuleType:
+    """Execute generated source as a module (not as __main__)."""
+    module = types.ModuleType(f"scopeflow_job_{abs(hash(flow_file))}")
+    module.__file__ = flow_file + ".py"
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def compile_to_module(path: str):
+    """(module, plan) for a .flow file; FlowError on compile errors."""
+    from scopeflow.compiler import check_file
+    from scopeflow.compiler.codegen import plan_to_pyspark
+    from scopeflow.dsl.diagnostics import FlowError
+
+    result = check_file(path)
+    if result.errors:
+        raise FlowError(result.errors)
+    flow_file = os.path.abspath(path)
+    return load_generated(plan_to_pyspark(result.plan, flow_file), flow_file), result.plan
+
+
+def run_file(path: str, params: Optional[dict] = None, spark=None, report: Optional[str] = None,
+             raise_errors: bool = True, **opts):
+    """Run a .flow file from Python. Returns the Job (its `report` holds rounds, attempts, counts)."""
+    module, plan = compile_to_module(path)
+    values = parse_params(module.PARAMS, [f"{k}={v}" for k, v in (params or {}).items()])
+    code, job = execute(module.pipeline, module.PIPELINE, module.FLOW_FILE, module.PARAMS, module.CONFIG,
+                        module.FINGERPRINT, params=values, spark=spark, report=report, raise_errors=raise_errors,
+                        **opts)
+    return job
+
+
+def run_cli(args) -> int:
+    """`scopeflow run F.flow ...`"""
+    from scopeflow.compiler import check_file
+    from scopeflow.compiler.codegen import plan_to_pyspark
+
+    if not os.path.isfile(args.file):
+        print(f"error: no such file: {args.file}", file=sys.stderr)
+        return EXIT_USAGE
+    result = check_file(args.file)
+    for d in result.diagnostics:
+        print(d.render(), file=sys.stderr)
+    if result.errors:
+        return EXIT_COMPILE
+    flow_file = os.path.abspath(args.file)
+    module = load_generated(plan_to_pyspark(result.plan, flow_file), flow_file)
+    try:
+        params = parse_params(module.PARAMS, args.param)
+        conf = parse_conf(args.conf)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    code, _ = execute(module.pipeline, module.PIPELINE, module.FLOW_FILE, module.PARAMS, module.CONFIG,
+                      module.FINGERPRINT, params=params, master=args.master, remote=args.remote, conf=conf,
+                      quiet=args.quiet, trace=args.trace, verbose=args.verbose, report=args.report)
+    return code

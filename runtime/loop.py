@@ -1,0 +1,266 @@
+"""The loop executor: one loop activation as synchronous rounds (LANGUAGE.md section 5).
+
+Each round calls the generated body function with the variables' records of
+the round and the loop's imports. Everything the round must keep — feedback,
+emitted records, new `reduce`/`distinct` state, the `until` stream — is a lazy
+`localCheckpoint`; one action then materialises all of it in a single Spark job
+and returns the record count of each. Lineage is cut every round, so round
+time does not grow with the round count. The operators' `observe` counters,
+collected by that same job, feed the termination attempt.
+"""
+from __future__ import annotations
+
+import time
+from functools import reduce as _fold
+from typing import Callable, Optional
+
+from attrs import define, field
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from scopeflow.runtime.state import DistinctState, ReduceState
+from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
+
+
+@define
+class EmitSpec:
+    name: Optional[str]  # None: the loop's single output
+    mode: str  # all | last | state
+    node: str  # body node id
+
+
+@define
+class LoopSpec:
+    """What the generated code tells the executor about one loop scope."""
+
+    scope: str
+    kind: str  # loop | coloop
+    vars: dict  # variable -> DDL schema (column order of the variable)
+    imports: dict  # import name -> columns it is joined on (partition keys), possibly empty
+    feedback: dict  # variable -> node ids fed back to it
+    emits: list  # EmitSpec
+    operators: dict  # node id -> (FLIP-15 type, name)
+    max_rounds: object = 1000  # int or {"param": name}
+    on_max: str = "fail"
+    rounds: object = None
+    until: Optional[str] = None  # node id
+    snapshot_every: object = None
+    snapshot_recompute: bool = False
+    var_nodes: dict = field(factory=dict)  # variable -> var node id
+
+
+class Round:
+    """The body's handle on the executor during one round."""
+
+    def __init__(self, job, spec: LoopSpec, activation: int, index: int, states: dict):
+        self.job = job
+        self.spec = spec
+        self.activation = activation
+        self.index = index
+        self.states = states
+        self.partitions = job.partitions
+        self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
+        self._by_frame: dict[int, DataFrame] = {}
+        self._key_of: dict[int, str] = {}
+        self.nested: list[str] = []
+
+    # -- what generated code calls
+    def count(self, op: str, df: DataFrame) -> DataFrame:
+        """Attach the record counter of operator `op` (read back after the round's job)."""
+        return self.job.count(op, df)
+
+    def reduce(self, op: str, df: DataFrame, keys: list, aggs: list) -> DataFrame:
+        """`reduce(by keys, name = fn(column), ...)`: fold the round's records into the keyed state."""
+        delta = df.groupBy(*keys).agg(*[self.job.agg_column(fn, col).alias(name) for name, fn, col in aggs])
+        state = self.states.get(op)
+        if state is None:
+            state = self.states[op] = ReduceState(op, list(keys), [(name, fn) for name, fn, _ in aggs])
+        return self.count(op, state.step(self, delta))
+
+    def distinct(self, op: str, df: DataFrame) -> DataFrame:
+        state = self.states.get(op)
+        if state is None:
+            state = self.states[op] = DistinctState(op, df.columns)
+        return self.count(op, state.step(self, df))
+
+    def share(self, op: str, df: DataFrame) -> DataFrame:
+        """A stream read by several operators of the round: materialise it once, in the round's job."""
+        return self.checkpoint(f"{op}/shared", df)
+
+    def loop(self, spec: LoopSpec, body: Callable, entries: dict, imports: dict) -> dict:
+        self.nested.append(spec.scope)
+        return self.job.loop(spec, body, entries, imports)
+
+    # -- executor side
+    def checkpoint(self, key: str, df: DataFrame) -> DataFrame:
+        known = self._by_frame.get(id(df))
+        if known is not None:
+            return known
+        ck = detach_statistics(self.job.spark, df.localCheckpoint(eager=False))
+        self.pending.append((key, df, ck))
+        self._by_frame[id(df)] = ck
+        self._by_frame[id(ck)] = ck
+        self._key_of[id(ck)] = key
+        return ck
+
+    def key_of(self, ck: DataFrame) -> str:
+        return self._key_of[id(ck)]
+
+
+@define
+class RoundRecord:
+    round: int
+    seconds: float
+    in_flight: dict
+    counts: dict
+    attempt: object
+
+
+def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: dict, activation: int) -> dict:
+    """Run one activation of a loop to termination; return its outputs by emit name."""
+    max_rounds = job.resolve_int(spec.max_rounds)
+    rounds = job.resolve_int(spec.rounds) if spec.rounds is not None else None
+    protocol = TerminationProtocol(spec.scope, activation, max_rounds, spec.on_max, rounds, spec.operators)
+    cached = {name: job.prepare_import(df, spec.imports.get(name) or []) for name, df in imports.items()}
+    variables = {v: _as_var(job, spec, v, entries.get(v)) for v in spec.vars}
+    states: dict = {}
+    emitted: dict[str, list] = {e.node: [] for e in spec.emits if e.mode == "all"}
+    last: dict[str, DataFrame] = {}
+    held: list = []  # checkpoints of the previous round, released once the next round is materialised
+    received: dict[str, int] = {}  # records each variable holds this round (the heads' counts)
+    round_no = 0
+    job.progress.loop_started(spec, activation)
+    try:
+        while True:
+            started = time.perf_counter()
+            rnd = Round(job, spec, activation, round_no, states)
+            if round_no == 0:  # entry streams are plans until now: materialise them with round 0
+                variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
+            outs = body(rnd, **variables, **cached)
+            feedback = {v: _feedback_frame(job, spec, v, outs) for v in spec.vars}
+            fb_ck = {v: rnd.checkpoint(f"feedback/{v}", df) for v, df in feedback.items()}
+            emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", outs[e.node])
+                       for e in spec.emits if e.mode in ("all", "last")}
+            until_ck = rnd.checkpoint(f"until/{spec.until}", outs[spec.until]) if spec.until else None
+            counts, op_counts = job.materialise(rnd.pending)
+            for state in states.values():
+                state.commit(counts)
+            if round_no == 0:
+                received = {v: counts[rnd.key_of(df)] for v, df in variables.items()}
+            in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
+            for var, vid in spec.var_nodes.items():
+                op_counts[vid] = received.get(var, 0)
+            until_records = counts[rnd.key_of(until_ck)] if until_ck is not None else None
+            attempt = protocol.attempt(round_no, in_flight, op_counts, until_records, rnd.nested)
+            for node, ck in emit_ck.items():
+                if node in emitted:
+                    emitted[node].append(ck)
+                    if len(emitted[node]) > job.max_emit_pieces:
+                        emitted[node] = [job.compact(emitted[node])]
+                else:
+                    last[node] = ck
+            # Free what no later round or output needs: checkpoints of the previous round and
+            # this round's intermediates, never a frame that is still a variable, state or output.
+            retained = {id(df) for df in [*fb_ck.values(), *last.values(), *(p for s in states.values() for p in s.parts())]}
+            retained |= {id(df) for pieces in emitted.values() for df in pieces}
+            job.release([df for df in [*held, *variables.values()] if id(df) not in retained])
+            held = [ck for _, _, ck in rnd.pending if id(ck) not in retained]
+            seconds = time.perf_counter() - started
+            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt),
+                           variables=fb_ck, states=states, emitted=emitted, last=last)
+            if attempt.terminated:
+                if attempt.decision == "max-fail":
+                    raise LoopMaxError(attempt, max_rounds)
+                break
+            variables, received = fb_ck, in_flight
+            round_no += 1
+    finally:
+        job.progress.loop_finished(spec, activation)
+        for df in cached.values():
+            df.unpersist()
+    job.release(held)
+    return _outputs(job, spec, emitted, last, states)
+
+
+def _as_var(job, spec: LoopSpec, var: str, df: Optional[DataFrame]) -> DataFrame:
+    columns = [c.split()[0] for c in _split_ddl(spec.vars[var])]
+    if df is None:
+        return job.spark.createDataFrame([], spec.vars[var])
+    return df.select(*columns)
+
+
+def _split_ddl(ddl: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in ddl:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _feedback_frame(job, spec: LoopSpec, var: str, outs: dict) -> DataFrame:
+    columns = [c.split()[0] for c in _split_ddl(spec.vars[var])]
+    frames = [outs[n].select(*columns) for n in spec.feedback.get(var, [])]
+    if not frames:
+        return job.spark.createDataFrame([], spec.vars[var])
+    return _fold(lambda a, b: a.unionByName(b), frames)
+
+
+def _outputs(job, spec: LoopSpec, emitted: dict, last: dict, states: dict) -> dict:
+    out = {}
+    for e in spec.emits:
+        if e.mode == "all":
+            pieces = emitted[e.node]
+            out[e.name] = _fold(lambda a, b: a.unionByName(b), pieces) if pieces else None
+        elif e.mode == "last":
+            out[e.name] = last.get(e.node)
+        else:
+            out[e.name] = states[e.node].full() if e.node in states else None
+    return out
+
+
+def union_all(frames: list) -> DataFrame:
+    return _fold(lambda a, b: a.unionByName(b), frames)
+
+
+def tagged_counts(frames: list[tuple[str, DataFrame]]) -> dict:
+    """The one action of a round: compute every checkpoint and count its records.
+
+    A no-op write scans the union of the checkpoints (which computes and stores
+    them) in a single stage; the per-frame counts are observed by that same
+    query, so counting adds neither a shuffle nor a job.
+    """
+    from pyspark.sql import Observation
+
+    tagged = union_all([df.select(F.lit(i).alias("_sf_o")) for i, (_, df) in enumerate(frames)])
+    obs = Observation("round")
+    counters = [F.sum(F.when(F.col("_sf_o") == i, 1).otherwise(0)).alias(f"c{i}") for i in range(len(frames))]
+    tagged.observe(obs, *counters).write.format("noop").mode("overwrite").save()
+    values = obs.get
+    return {key: int(values.get(f"c{i}") or 0) for i, (key, _) in enumerate(frames)}
+
+
+def detach_statistics(spark, ck: DataFrame) -> DataFrame:
+    """The checkpoint without the statistics and constraints inherited from the plan it came from.
+
+    Spark estimates a join's size as the product of its inputs' sizes and a
+    checkpoint keeps its origin plan's estimate, so state that is joined and
+    re-checkpointed every round would carry an estimate whose digits double
+    each round (a `BigInt` that exhausts the heap after a few hundred rounds).
+    A checkpoint is a fresh leaf: it starts from Spark's default estimate.
+    """
+    jvm = spark._jvm
+    plan = ck._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        return ck
+    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    fresh = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(), plan.isStreaming(),
+                      plan.stream(), spark._jsparkSession, none, none, plan.isCheckpointedInput())
+    dataset = getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$")
+    return DataFrame(dataset.ofRows(spark._jsparkSession, fresh), spark)

@@ -1,0 +1,82 @@
+"""Progress while a pipeline runs, and the summary at the end (rich, on stderr)."""
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+
+class Progress:
+    def __init__(self, enabled: bool = True, console: Console | None = None):
+        self.enabled = enabled
+        self.console = console or Console(stderr=True, highlight=False)
+        self.live: Live | None = None
+        self.stack: list[tuple[str, int, float]] = []  # (scope, activation, started)
+        self.loops: dict[str, dict] = {}
+        self.sinks: list[tuple[str, str]] = []
+        self.started = time.perf_counter()
+        self.last_line = 0.0
+
+    def _line(self, spec, record) -> Text:
+        path = " › ".join(f"{s}#{a}" for s, a, _ in self.stack)
+        flight = sum(record.in_flight.values())
+        elapsed = time.perf_counter() - self.started
+        return Text(f"⟳ {path}  round {record.round}  in flight {flight:,}  elapsed {elapsed:.1f}s")
+
+    def loop_started(self, spec, activation: int) -> None:
+        self.stack.append((spec.scope, activation, time.perf_counter()))
+        entry = self.loops.setdefault(spec.scope, {"depth": len(self.stack), "activations": 0, "rounds": 0,
+                                                   "emitted": 0, "seconds": 0.0, "kind": spec.kind})
+        entry["activations"] += 1
+        if self.enabled and self.live is None and self.console.is_terminal:
+            self.live = Live(Text(""), console=self.console, transient=True, refresh_per_second=8)
+            self.live.start()
+
+    def round_finished(self, spec, activation: int, record) -> None:
+        self.loops[spec.scope]["rounds"] += 1
+        if not self.enabled:
+            return
+        if self.live is not None:
+            self.live.update(self._line(spec, record))
+        elif time.perf_counter() - self.last_line > 5:  # no terminal: a line every few seconds
+            self.last_line = time.perf_counter()
+            self.console.print(self._line(spec, record))
+
+    def loop_finished(self, spec, activation: int) -> None:
+        scope, _, started = self.stack.pop()
+        self.loops[scope]["seconds"] += time.perf_counter() - started
+        if not self.stack and self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def emitted(self, scope: str, records: int) -> None:
+        if scope in self.loops:
+            self.loops[scope]["emitted"] += records
+
+    def sink_written(self, fmt: str, target: str) -> None:
+        self.sinks.append((fmt, target))
+
+    def trace(self, message: str) -> None:
+        if self.live is not None:
+            self.live.console.print(message, markup=False)
+        else:
+            self.console.print(message, markup=False)
+
+    def summary(self, pipeline: str) -> None:
+        if not self.enabled:
+            return
+        if self.loops:
+            table = Table(title=f"pipeline {pipeline}", title_justify="left")
+            for col in ("loop", "kind", "depth", "activations", "rounds", "rounds/activation", "time"):
+                table.add_column(col, justify="right" if col not in ("loop", "kind") else "left")
+            for scope, e in self.loops.items():
+                per = e["rounds"] / max(e["activations"], 1)
+                table.add_row(scope, e["kind"], str(e["depth"]), str(e["activations"]), str(e["rounds"]),
+                              f"{per:.1f}", f"{e['seconds']:.2f}s")
+            self.console.print(table)
+        for fmt, target in self.sinks:
+            self.console.print(f"wrote {fmt} → {target}")
+        self.console.print(f"done in {time.perf_counter() - self.started:.1f}s")

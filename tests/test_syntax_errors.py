@@ -1,0 +1,100 @@
+"""The syntax-error catalogue (dsl/syntax_errors.py) is its own test: every labelled
+example must come out with its label, wherever in a file the mistake is."""
+import pytest
+
+from scopeflow.dsl.diagnostics import FlowError
+from scopeflow.dsl.parser import flow_to_ast
+from scopeflow.dsl.syntax_errors import SYNTAX_ERRORS
+
+EXAMPLES = [(code, message, hint, text) for (code, message, hint), texts in SYNTAX_ERRORS for text in texts]
+SOURCE = 'source e = read csv("data/e.csv", header = true) schema (src: long, dst: long)\n'
+
+
+def syntax_error(text: str):
+    with pytest.raises(FlowError) as info:
+        flow_to_ast(text, "bad.flow")
+    (diag,) = info.value.diagnostics
+    return diag
+
+
+def _fails_at_end_of_file(text: str) -> bool:
+    lines = text.rstrip().splitlines()
+    d = syntax_error(text)
+    return (d.span.line, d.span.col) == (len(lines), len(lines[-1]) + 1)
+
+
+@pytest.mark.parametrize("code, message, hint, text", EXAMPLES, ids=[f"{e[0]}-{i}" for i, e in enumerate(EXAMPLES)])
+def test_catalogue_example(code, message, hint, text):
+    d = syntax_error(text)
+    assert (d.code, d.message, d.hints) == (code, message, (hint,))
+    assert d.span is not None and d.span.file == "bad.flow"
+
+
+@pytest.mark.parametrize("code, message, hint, text", EXAMPLES, ids=[f"{e[0]}-{i}" for i, e in enumerate(EXAMPLES)])
+def test_catalogue_example_after_other_statements(code, message, hint, text):
+    # The state stack is deeper after a statement than at the start of a file; the label must not depend on it.
+    assert syntax_error(SOURCE + "x0 = e | distinct\n" + text).code == code
+
+
+@pytest.mark.parametrize("code, message, hint, text", EXAMPLES, ids=[f"{e[0]}-{i}" for i, e in enumerate(EXAMPLES)])
+def test_catalogue_example_inside_a_loop_body(code, message, hint, text):
+    if _fails_at_end_of_file(text):
+        pytest.skip("this example's mistake is at the end of the file")
+    body = "x0 = loop l(v = e) {\n    feedback v <- v\n" + text + "    emit v\n}\n"
+    assert syntax_error(SOURCE + body).code == code
+
+
+def test_codes_are_unique_and_in_the_syntax_range():
+    codes = [code for (code, _, _), _ in SYNTAX_ERRORS]
+    assert len(codes) == len(set(codes))
+    assert all(c.startswith("E00") and c not in ("E0001", "E0002") for c in codes)
+
+
+@pytest.mark.parametrize("text, found, expected", [
+    ("x = e | limit(n)\n", "`n`", "int"),
+    ("x = e | sort(src)\n", "`src`", "`by`"),
+    ("x = e | join(f, on src == dst, how = left)\n", "`how`", "`kind`"),
+    ("x = e | where(src in [1, 2])\n", "`[`", "`(`"),
+    ("x = e | explode(n = a) as y\n", "`as`", "`sink`"),
+])
+def test_fallback_lists_what_was_expected(text, found, expected):
+    d = syntax_error(SOURCE + text)
+    assert d.code == "E0001"
+    assert d.message.startswith(f"unexpected {found}; expected one of: ")
+    assert expected in d.message
+    assert d.span.line == 2
+    assert d.hints
+
+
+def test_fallback_at_end_of_file_says_so():
+    d = syntax_error(SOURCE + "x = e | where(src > 1) | select(a = src) | limit(\n")
+    assert d.code == "E0001"
+    assert d.message.startswith("unexpected end of file; expected one of: int")
+
+
+def test_unexpected_character():
+    d = syntax_error(SOURCE + "x = e | where(src $ dst)\n")
+    assert (d.code, d.message, d.span.line, d.span.col) == ("E0001", "unexpected character '$'", 2, 19)
+
+
+def test_unclosed_block_is_found_whatever_the_last_statement():
+    for last in ("emit v", "sink v -> console()", "y = v | distinct", "feedback v <- v"):
+        d = syntax_error(SOURCE + "x = loop l(v = e) rounds 2 {\n    feedback v <- v\n    " + last + "\n")
+        assert d.code == "E0022", last
+
+
+@pytest.mark.parametrize("text", [
+    "x = e | where(src == dst\nsink x -> console()\n",
+    "x = e | select(src, d = dst\ny = x | distinct\n",
+    "x = loop l(v = e) {\n    y = v | where(src > (dst + 1)\n    feedback v <- y\n    emit y\n}\n",
+    "x = e | where(src == dst",
+])
+def test_unclosed_parenthesis_is_found_on_the_next_line(text):
+    d = syntax_error(SOURCE + text)
+    assert d.code == "E0013"
+
+
+def test_calling_something_that_is_not_a_name():
+    d = syntax_error(SOURCE + "x = e | select(y = e.src.abs(1))\n")
+    assert d.code == "E0002"
+    assert (d.span.line, d.span.col) == (2, 20)
