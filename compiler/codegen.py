@@ -29,6 +29,22 @@ def plan_to_pyspark(plan: Plan, flow_file: str) -> str:
     return Codegen(plan, flow_file).generate()
 
 
+def operator_signatures(plan: Plan) -> dict:
+    """node id -> a readable one-line signature with a hash of everything that determines its output."""
+    import hashlib
+
+    from scopeflow.compiler.explain import _describe
+
+    out = {}
+    for n in plan.nodes.values():
+        digest = hashlib.sha256(repr((n.op, n.scope, n.inputs, str(n.schema), sorted(n.args.items(), key=str),
+                                      plan.scopes[n.args["scope"]].options if n.op == "loop" else None))
+                                .encode()).hexdigest()[:8]
+        desc = _describe(plan, n)
+        out[n.id] = f"{n.op}{' ' + n.name if n.name else ''} [{n.scope}]{': ' + desc if desc else ''} {n.schema} #{digest}"
+    return out
+
+
 def _py(value) -> str:
     return repr(value)
 
@@ -94,10 +110,16 @@ class Codegen:
             for alias, u in p.udfs.items():
                 out.append(f"    {_py(alias)}: sf.python_module({_py(alias)}, {_py(u['path'])}),")
             out.append("}")
+        out += ["", "# What a snapshot is checked against: one signature per operator, and the inputs."]
+        out.append("OPERATORS = {")
+        out += [f"    {_py(nid)}: {_py(sig)}," for nid, sig in operator_signatures(p).items()]
+        out.append("}")
+        sources = {n.id: n.args["path"] for n in p.nodes.values() if n.op == "source" and n.args["format"] != "table"}
+        out.append(f"SOURCES = {_py(sources)}")
         for scope in self._scopes_depth_first():
             out += ["", ""] + self.scope_section(scope)
         out += ["", "", 'if __name__ == "__main__":',
-                "    sys.exit(sf.main(sys.argv[1:], pipeline, PIPELINE, FLOW_FILE, PARAMS, CONFIG, FINGERPRINT))", ""]
+                "    sys.exit(sf.main(sys.argv[1:], sys.modules[__name__]))", ""]
         return "\n".join(out)
 
     def _scopes_depth_first(self):
@@ -136,13 +158,33 @@ class Codegen:
         doc = " -> ".join(f"{n.op}" + (f" {n.name}" if n.name else "") for n in nodes)
         params = ", ".join(["ctx"] + [self.ident(i) for i in self.chain_inputs(chain)])
         out = [f"def chain_{chain.id}({params}):", f'    """{doc}"""']
+        fused = self.fused_applies(nodes)
         for n in nodes:
-            value = self.visit(n)
+            if n.id in fused.get("skip", ()):
+                continue  # computed by the fused Arrow pass of the apply steps after it
+            value = fused["calls"][n.id] if n.id in fused.get("calls", {}) else self.visit(n)
             if n.op not in ("reduce", "distinct"):  # those count themselves (their output is state)
                 value = f"ctx.count({_py(n.id)}, {value})"
             out.append(f"    {self.ident(n.id)} = {value}")
         out.append(f"    return {self.ident(nodes[-1].id)}")
         return out
+
+    def fused_applies(self, nodes: list) -> dict:
+        """Consecutive `apply` steps of a chain run as one Arrow pass: f2(f1(rows)) in a single mapInArrow."""
+        calls, skip = {}, set()
+        run: list = []
+        for n in nodes + [None]:
+            if n is not None and n.op == "apply" and (not run or n.inputs[0] == run[-1].id):
+                run.append(n)
+                continue
+            if len(run) > 1:
+                fns = ", ".join(f"UDFS[{_py(a.args['module'])}].{a.args['func']}" for a in run)
+                lines = ", ".join(str(a.span.line if a.span else 0) for a in run)
+                calls[run[-1].id] = (f"sf.apply_table_functions({self.ident(run[0].inputs[0])}, [{fns}], "
+                                     f"{_py(run[-1].schema.ddl())}, flow_lines=[{lines}])")
+                skip |= {a.id for a in run[:-1]}
+            run = [n] if n is not None and n.op == "apply" else []
+        return {"calls": calls, "skip": skip}
 
     def visit(self, node: Node) -> str:
         method = getattr(self, f"visit_{node.op}", None)
@@ -299,9 +341,10 @@ class Codegen:
                     rendered.append(e(a))
             return func.template([a.type for a in args]).format(*rendered, args=", ".join(rendered))
         if fn == "udf":
-            module, name = t.extra
+            module, name = t.extra[:2]
             arg_types = ", ".join(_py(a.type) for a in args)
-            return (f"sf.scalar_udf(UDFS[{_py(module)}].{name}, {_py(t.type)}, [{arg_types}])"
+            line = t.extra[2] if len(t.extra) > 2 else 0
+            return (f"sf.scalar_udf(UDFS[{_py(module)}].{name}, {_py(t.type)}, [{arg_types}], flow_line={line})"
                     f"({', '.join(e(a) for a in args)})")
         raise InternalError(f"codegen cannot translate function `{fn}`")
 

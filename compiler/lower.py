@@ -692,9 +692,10 @@ class Lowerer:
                 self.fail("E0119", f"unknown type `{p.type}`", p.span, "bad type", did_you_mean(p.type, TYPE_NAMES))
             if not _fits(p.type, lit.type):
                 given = "its default" if i >= len(scalars) else "the argument"
-                self.fail("E0107", f"`{p.name}` of `{call.name}` is {p.type} but {given} is {lit.type}", lit.span,
-                          "wrong type", [f"signature: {_def_signature(decl)}"])
-            ns.scalars[p.name] = X.TLit(lit.value, p.type)
+                self.fail("E0107", f"`{p.name}` of `{call.name}` is {p.type} but {given} is {lit.type}",
+                          getattr(lit, "span", None) or call.span, "wrong type", [f"signature: {_def_signature(decl)}"])
+            # a `param` (or an enclosing def's scalar bound to one) stays a param: --param overrides it
+            ns.scalars[p.name] = X.TParam(lit.name, p.type) if isinstance(lit, X.TParam) else X.TLit(lit.value, p.type)
         count = self.expansions[call.name] = self.expansions.get(call.name, 0) + 1
         self.calls.append((call.name, call.span, call.name if count == 1 else f"{call.name}{count}"))
         try:
@@ -705,6 +706,13 @@ class Lowerer:
     def def_arg(self, a, sym):
         if isinstance(a, A.Lit):
             return ("scalar", a)
+        if (isinstance(a, A.StreamExpr) and not a.ops and isinstance(a.head, A.Ref) and a.head.member is None
+                and sym.lookup(a.head.name)[0] is None):  # a bare name that is no stream: a constant by name
+            scal = self.scalars_of(sym)
+            if a.head.name in scal:
+                return ("scalar", scal[a.head.name])
+            if a.head.name in self.plan.params:
+                return ("scalar", X.TParam(a.head.name, self.plan.params[a.head.name][0]))
         return ("stream", self.lower_stream(a, sym))
 
     def lower_def_body(self, decl: A.DefDecl, ns: Symbols) -> tuple[str, Schema]:
@@ -860,11 +868,20 @@ class Lowerer:
             later = [o for o in loop.options if o.name in ("rounds", "until")][-1]
             self.error("E0213", "`rounds` and `until` cannot be combined", later.span, "conflicting options",
                        ["use `until empty(S)` with `max N`"])
+        if "rounds" in opts and "max" not in seen:
+            opts["max"] = opts["rounds"]  # `rounds N` means exactly N rounds: the default max must not cut it short
+        elif "rounds" in opts and all(isinstance(opts[k], int) for k in ("rounds", "max")) \
+                and opts["rounds"] > opts["max"]:
+            span = next(o.span for o in loop.options if o.name == "max")
+            self.error("E0213", f"`rounds {opts['rounds']}` exceeds `max {opts['max']}`", span, "max too small",
+                       [f"raise `max` to at least {opts['rounds']}, or drop it: `rounds N` runs exactly N rounds"])
         return opts
 
     def option_param(self, name: A.Name, sym: Symbols):
         scal = self.scalars_of(sym)
-        if name.name in scal:
+        if name.name in scal and isinstance(scal[name.name], X.TParam):
+            name = A.Name(scal[name.name].name, span=name.span)  # a def's scalar bound to a param: use the param
+        elif name.name in scal:
             return scal[name.name].value
         if name.name in self.plan.params and self.plan.params[name.name][0] in ("long", "int"):
             return {"param": name.name}

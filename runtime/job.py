@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Callable, Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.runtime import compat
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.errors import RuntimeFailure
 from scopeflow.runtime.loop import LoopSpec, run_activation, tagged_counts, union_all
@@ -52,6 +54,13 @@ class Job:
         self.report = {"pipeline": pipeline, "fingerprint": fingerprint, "rounds": [], "attempts": [],
                        "loops": {}, "operators": {}, "sinks": [], "snapshots": []}
         self.started = time.perf_counter()
+        compat.prepare(spark)  # user functions by value; the runtime zip to cluster/Connect workers
+        self.run_id = uuid.uuid4().hex[:8]
+        self.diagnostics = False  # record plan sizes per round (tests)
+        self.snapshots = None  # SnapshotStore when snapshots are on
+        self.recovery = None  # Recovery when resuming
+        self.levels: list = []  # the scope stack: active loop activations, outermost first
+        self.last_plan_size = None
 
     # ---- parameters and paths --------------------------------------------------------
 
@@ -124,13 +133,81 @@ class Job:
     # ---- loops --------------------------------------------------------------------------
 
     def loop(self, spec: LoopSpec, body: Callable, entries: dict, imports: dict) -> dict:
-        self.activations[spec.scope] = activation = self.activations.get(spec.scope, 0) + 1
+        restore = None
+        if self.recovery is not None and not self.levels:
+            done = self.recovery.completed_outputs(spec.scope)
+            if done is not None:  # finished before the snapshot: its outputs are in the snapshot
+                self.progress.trace(f"loop {spec.scope}: restored its outputs from the snapshot")
+                self._completed(spec, done)
+                return done
+        took = self.recovery.take(spec.scope, len(self.levels)) if self.recovery is not None else None
+        if took is not None:
+            activation, restore = took
+            self.activations[spec.scope] = activation
+            if restore is not None:
+                self.progress.trace(f"loop {spec.scope}: resuming activation {activation} at round {restore.round}")
+        else:
+            self.activations[spec.scope] = activation = self.activations.get(spec.scope, 0) + 1
         with self._loop_conf():
-            outputs = run_activation(self, spec, body, entries, imports, activation)
+            outputs = run_activation(self, spec, body, entries, imports, activation, restore)
         loops = self.report["loops"].setdefault(spec.scope, {"scope": spec.scope, "activations": 0, "rounds": [],
                                                             "attempts": 0})
         loops["activations"] = activation
+        self._completed(spec, outputs)
         return outputs
+
+    def _completed(self, spec: LoopSpec, outputs: dict) -> None:
+        if self.snapshots is not None and not self.levels:
+            self.snapshots.completed[spec.scope] = {k: v for k, v in outputs.items() if v is not None}
+
+    # ---- snapshots ------------------------------------------------------------------------
+
+    def configure_snapshots(self, opts, operators: dict, sources: dict) -> None:
+        from scopeflow.runtime.snapshots import Recovery, SnapshotStore, fingerprint_path
+
+        root = opts.checkpoint or os.path.join(".scopeflow", self.pipeline)
+        fingerprints = {}
+        for op, path in sources.items():
+            p = self.params[path["param"]] if isinstance(path, dict) else path
+            fingerprints[op] = fingerprint_path(self.path(p)) if "://" not in p else {"path": p}
+        self.snapshots = SnapshotStore(self, root, opts.every or 10, opts.mode or "persist", opts.keep,
+                                       opts.async_writes, operators, fingerprints)
+        store = self.snapshots
+        if not opts.resume:
+            store.start_fresh()
+            return
+        found = store.latest(self.progress.trace)
+        if found is None:
+            self.progress.trace(f"no snapshot in {store.root}: starting from the beginning")
+            store.start_fresh()
+            return
+        snap, manifest = found
+        self.recovery = Recovery(self, snap, manifest)
+        self.activations.update(manifest.get("activations", {}))
+        store.sinks_done = store.load_sink_log()
+        where = " > ".join(f"{lv['scope']} round {lv['round']}" for lv in manifest["stack"])
+        self.progress.trace(f"resuming from {os.path.basename(snap)}: {where or 'pipeline level'}")
+        self.report["resumed_from"] = {"snapshot": os.path.basename(snap), "stack": manifest["stack"] and [
+            {k: lv[k] for k in ("scope", "activation", "round")} for lv in manifest["stack"]]}
+
+    def push_level(self, level) -> None:
+        self.levels.append(level)
+
+    def pop_level(self) -> None:
+        self.levels.pop()
+
+    def maybe_snapshot(self, spec: LoopSpec, round_no: int, after) -> None:
+        if self.snapshots is not None and self.snapshots.due(spec, round_no):
+            self.snapshots.take(self.levels, after)
+
+    def snapshot_written(self, seq: int, stack: list, size: int, seconds: float) -> None:
+        where = [{"scope": lv["scope"], "activation": lv["activation"], "round": lv["round"]} for lv in stack]
+        self.report["snapshots"].append({"seq": seq, "stack": where, "bytes": size, "seconds": round(seconds, 4)})
+        self.progress.snapshot(seq, where, size, seconds)
+
+    def finish(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.finished()
 
     @contextmanager
     def _loop_conf(self):
@@ -149,14 +226,20 @@ class Job:
                 else:
                     self.spark.conf.set(k, v)
 
+    def plan_size(self, pending: list) -> int:
+        """Nodes in the logical plans a round materialises: constant when lineage is cut every round."""
+        return sum(pre._jdf.queryExecution().logical().treeString().count("\n") for _, pre, _ in pending)
+
     def materialise(self, pending: list) -> tuple[dict, dict]:
         """Run the round's single Spark job; return record counts per key and per operator."""
+        if self.diagnostics:
+            self.last_plan_size = self.plan_size(pending)
         counts = tagged_counts([(key, ck) for key, _, ck in pending])
         return counts, self._observed([pre for _, pre, _ in pending])
 
     def _observed(self, frames: list) -> dict:
-        if not self.counters:
-            return {}
+        if not self.counters or compat.is_connect(self.spark):  # no JVM counters over Connect
+            return compat.observed(self.spark) or {}
         jvm = self.spark._jvm
         collector = getattr(getattr(jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"), "MODULE$")
         out: dict = {}
@@ -175,6 +258,8 @@ class Job:
     def release(self, frames: list) -> None:
         """Drop the blocks of round checkpoints nothing refers to any more."""
         for df in frames:
+            if self.snapshots is not None and self.snapshots.is_pinned(df):
+                continue  # an asynchronous snapshot is still writing it
             try:
                 df._jdf.queryExecution().logical().rdd().unpersist(False)
             except Exception:  # not a checkpoint (e.g. an empty frame): nothing to free
@@ -184,6 +269,7 @@ class Job:
         a = record.attempt
         self.report["rounds"].append({"scope": spec.scope, "activation": activation, "round": record.round,
                                       "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
+                                      "spark_jobs": record.spark_jobs, "plan_size": self.last_plan_size,
                                       "counts": record.counts})
         self.report["attempts"].append(a.to_json())
         loops = self.report["loops"].setdefault(spec.scope, {"scope": spec.scope, "activations": 0, "rounds": [],
@@ -198,6 +284,15 @@ class Job:
         if self.trace:
             self.progress.trace(a.describe())
 
+    def round_group(self, scope: str, activation: int, round_no: int) -> str:
+        """Tag the Spark jobs of a round so the status tracker can count them."""
+        group = f"scopeflow:{self.run_id}:{scope}#{activation}/r{round_no}"
+        compat.set_job_group(self.spark, group, f"loop {scope} activation {activation} round {round_no}")
+        return group
+
+    def jobs_in_group(self, group: str) -> int:
+        return compat.jobs_in_group(self.spark, group)  # -1 over Spark Connect
+
     # ---- sinks --------------------------------------------------------------------------
 
     def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict) -> None:
@@ -206,7 +301,13 @@ class Job:
             df.show(int(options.get("rows", 20)), truncate=False)
             return
         target = path if fmt == "table" else self.path(path)
+        key = f"{op}:{fmt}:{target}"
+        if self.snapshots is not None and key in self.snapshots.sinks_done:
+            self.progress.trace(f"sink {target}: already committed before the restart, skipped")
+            return
         sink_io.write_atomically(self.spark, df, fmt, target, options)
+        if self.snapshots is not None:
+            self.snapshots.sink_committed(key)
         self.report["sinks"].append({"node": op, "format": fmt, "path": target,
                                      "seconds": round(time.perf_counter() - started, 4)})
         self.progress.sink_written(fmt, target)

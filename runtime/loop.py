@@ -18,6 +18,7 @@ from attrs import define, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.runtime import compat
 from scopeflow.runtime.state import DistinctState, ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
@@ -96,7 +97,7 @@ class Round:
         known = self._by_frame.get(id(df))
         if known is not None:
             return known
-        ck = detach_statistics(self.job.spark, df.localCheckpoint(eager=False))
+        ck = compat.checkpoint(self.job.spark, df)  # localCheckpoint; replicated/reliable on a cluster
         self.pending.append((key, df, ck))
         self._by_frame[id(df)] = ck
         self._by_frame[id(ck)] = ck
@@ -114,9 +115,11 @@ class RoundRecord:
     in_flight: dict
     counts: dict
     attempt: object
+    spark_jobs: int = -1  # Spark jobs the round ran (status tracker)
 
 
-def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: dict, activation: int) -> dict:
+def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: dict, activation: int,
+                   restore=None) -> dict:
     """Run one activation of a loop to termination; return its outputs by emit name."""
     max_rounds = job.resolve_int(spec.max_rounds)
     rounds = job.resolve_int(spec.rounds) if spec.rounds is not None else None
@@ -129,12 +132,26 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
     held: list = []  # checkpoints of the previous round, released once the next round is materialised
     received: dict[str, int] = {}  # records each variable holds this round (the heads' counts)
     round_no = 0
+    if restore is not None:
+        round_no, received = restore.round, dict(restore.received)
+        variables = {v: _as_var(job, spec, v, restore.variables.get(v)) for v in spec.vars}
+        states = {op: restored_state(job, op, doc, restore) for op, doc in restore.states.items()}
+        emitted.update({node: pieces for node, pieces in restore.emitted.items() if node in emitted})
+        last = dict(restore.last)
+    first = round_no
+    from scopeflow.runtime.snapshots import Level
+
+    level = Level(spec.scope, activation, recompute=spec.snapshot_recompute)
+    job.push_level(level)
     job.progress.loop_started(spec, activation)
     try:
         while True:
             started = time.perf_counter()
+            level.round, level.variables, level.states = round_no, variables, states
+            level.emitted, level.last, level.received = emitted, last, received
             rnd = Round(job, spec, activation, round_no, states)
-            if round_no == 0:  # entry streams are plans until now: materialise them with round 0
+            job.round_group(spec.scope, activation, round_no)
+            if round_no == first:  # entry streams (or restored ones) are plans: materialise them with this round
                 variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
             outs = body(rnd, **variables, **cached)
             feedback = {v: _feedback_frame(job, spec, v, outs) for v in spec.vars}
@@ -142,10 +159,12 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", outs[e.node])
                        for e in spec.emits if e.mode in ("all", "last")}
             until_ck = rnd.checkpoint(f"until/{spec.until}", outs[spec.until]) if spec.until else None
+            group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
             counts, op_counts = job.materialise(rnd.pending)
+            spark_jobs = job.jobs_in_group(group)
             for state in states.values():
                 state.commit(counts)
-            if round_no == 0:
+            if round_no == first:
                 received = {v: counts[rnd.key_of(df)] for v, df in variables.items()}
             in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
             for var, vid in spec.var_nodes.items():
@@ -166,20 +185,39 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             job.release([df for df in [*held, *variables.values()] if id(df) not in retained])
             held = [ck for _, _, ck in rnd.pending if id(ck) not in retained]
             seconds = time.perf_counter() - started
-            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt),
+            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt, spark_jobs),
                            variables=fb_ck, states=states, emitted=emitted, last=last)
             if attempt.terminated:
                 if attempt.decision == "max-fail":
                     raise LoopMaxError(attempt, max_rounds)
                 break
             variables, received = fb_ck, in_flight
+            level.attempt = attempt.id
+            job.maybe_snapshot(spec, round_no, Level(spec.scope, activation, round_no + 1, fb_ck, states, emitted,
+                                                     last, in_flight, attempt.id, spec.snapshot_recompute))
             round_no += 1
     finally:
+        job.pop_level()
         job.progress.loop_finished(spec, activation)
         for df in cached.values():
             df.unpersist()
     job.release(held)
     return _outputs(job, spec, emitted, last, states)
+
+
+def restored_state(job, op: str, doc: dict, restore):
+    """A reduce/distinct state rebuilt from a snapshot, re-partitioned by its keys."""
+    if doc["kind"] == "reduce":
+        state = ReduceState(op, doc["keys"], [tuple(a) for a in doc["aggs"]])
+    else:
+        state = DistinctState(op, doc["columns"])
+    restore_frame = job.recovery.state_frame
+    main = restore_frame(doc["main"]).select(*state.columns)
+    state.main = main.repartition(job.partitions, *state.keys)
+    if doc.get("extra") is not None:
+        state.extra = restore_frame(doc["extra"]).select(*state.columns)
+    state.main_rows, state.extra_rows = doc["main_rows"], doc["extra_rows"]
+    return state
 
 
 def _as_var(job, spec: LoopSpec, var: str, df: Optional[DataFrame]) -> DataFrame:

@@ -19,6 +19,7 @@ class Progress:
         self.sinks: list[tuple[str, str]] = []
         self.started = time.perf_counter()
         self.last_line = 0.0
+        self.snapshots = 0
 
     def _line(self, spec, record) -> Text:
         path = " › ".join(f"{s}#{a}" for s, a, _ in self.stack)
@@ -59,7 +60,15 @@ class Progress:
     def sink_written(self, fmt: str, target: str) -> None:
         self.sinks.append((fmt, target))
 
+    def snapshot(self, seq: int, stack: list, size: int, seconds: float) -> None:
+        self.snapshots += 1
+        if self.enabled:
+            where = " > ".join(f"{lv['scope']} r{lv['round']}" for lv in stack)
+            self.trace(f"snapshot {seq}: {where} ({size / 1024:.1f} KiB, {seconds:.2f}s)")
+
     def trace(self, message: str) -> None:
+        if not self.enabled:
+            return
         if self.live is not None:
             self.live.console.print(message, markup=False)
         else:

@@ -1,10 +1,13 @@
 """The SparkSession scopeflow runs on: local by default, quiet, bound to 127.0.0.1."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 import tempfile
 
+from scopeflow.runtime import compat
 from scopeflow.runtime.errors import RuntimeFailure
 
 _LOG4J = """rootLogger.level = error
@@ -14,6 +17,12 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# a failed task (e.g. a Python function that raised) is reported once, by scopeflow, with the
+# .flow line and the user's traceback -- not as executor stack traces (--verbose shows them)
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
 """
 
 
@@ -26,11 +35,44 @@ def check_java() -> None:
                              hint="install it: sudo apt-get install openjdk-17-jre-headless (or set JAVA_HOME)")
 
 
+def jvm_log_path() -> str:
+    return os.path.join(tempfile.gettempdir(), f"scopeflow-jvm-{os.getpid()}.log")
+
+
+@contextlib.contextmanager
+def _jvm_stderr_to(path):
+    """The JVM inherits file descriptor 2 when it starts: point it at a log file meanwhile.
+
+    Spark's own log4j banner and the JVM's warnings then stay out of the user's
+    terminal (unless --verbose); Python's stderr is restored right after.
+    """
+    if path is None or os.environ.get("SCOPEFLOW_JVM_STDERR") == "inherit":
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
 def _quiet_log4j() -> str:
     path = os.path.join(tempfile.gettempdir(), "scopeflow-log4j2.properties")
-    if not os.path.exists(path):
-        with open(path, "w", encoding="utf-8") as fh:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            current = fh.read()
+    except OSError:
+        current = None
+    if current != _LOG4J:  # missing, or written by another scopeflow version
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(_LOG4J)
+        os.replace(tmp, path)
     return path
 
 
@@ -53,13 +95,13 @@ def local_defaults() -> dict:
 def build_session(app: str, master: str | None = None, remote: str | None = None, conf: dict | None = None,
                   verbose: bool = False):
     """Create (or reuse) the SparkSession. Raises RuntimeFailure when Spark cannot start."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    compat.loopback_env(master)  # SPARK_LOCAL_IP=127.0.0.1 unless the master is on another host
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     from pyspark.sql import SparkSession
 
     if remote:
         builder = SparkSession.builder.remote(remote).appName(app)
-        for k, v in (conf or {}).items():
+        for k, v in compat.connect_defaults(local_defaults(), conf).items():
             builder = builder.config(k, v)
         return builder.getOrCreate()
     check_java()
@@ -70,15 +112,19 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
             settings.pop("spark.driver.bindAddress")
     if not verbose:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{_quiet_log4j()}"
+    settings = compat.adapt_settings(settings, master, conf)  # spark-submit, remote hosts, worker Python
     settings.update(conf or {})
     builder = SparkSession.builder.appName(app)
     for k, v in settings.items():
         builder = builder.config(k, v)
+    log = None if verbose else jvm_log_path()
     try:
-        spark = builder.getOrCreate()
+        with _jvm_stderr_to(log):
+            spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so plainly
         raise RuntimeFailure(f"Spark could not start: {exc}".splitlines()[0],
-                             hint="check that Java 17 is installed (java -version) and JAVA_HOME is right") from exc
+                             hint="check that Java 17 is installed (java -version) and JAVA_HOME is right"
+                                  + (f"; the JVM's output is in {log}" if log else "")) from exc
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")
     return spark

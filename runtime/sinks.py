@@ -8,18 +8,26 @@ backup, which the next write restores before anything else.
 """
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 
 from pyspark.sql import DataFrame
 
+from scopeflow.runtime import compat
+
 
 def _fs(spark, path: str):
+    if compat.is_connect(spark):  # no JVM here: a local rename (file:// and plain paths only)
+        return compat.connect_fs(path)
     jvm = spark._jvm
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath
 
 
 def _path(spark, p: str):
+    if compat.is_connect(spark):
+        return compat.connect_fs(p)[1]
     return spark._jvm.org.apache.hadoop.fs.Path(p)
 
 
@@ -31,6 +39,8 @@ def recover(spark, target: str) -> None:
         fs.rename(backup, tpath)
     elif fs.exists(backup):
         fs.delete(backup, True)
+    for stale in fs.globStatus(_path(spark, f"{target}.__staging-*")) or []:  # an interrupted write
+        fs.delete(stale.getPath(), True)
 
 
 def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict) -> None:
@@ -57,7 +67,14 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict)
     backup = _path(spark, f"{target}.__previous")
     if fs.exists(tpath):
         fs.rename(tpath, backup)
+    _fault("sink-commit")
     if not fs.rename(_path(spark, staging), tpath):
         raise OSError(f"could not move {staging} to {target}")
     if fs.exists(backup):
         fs.delete(backup, True)
+
+
+def _fault(point: str) -> None:
+    """Fault injection for the recovery tests: SCOPEFLOW_FAULT=<point> kills this process there."""
+    if os.environ.get("SCOPEFLOW_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -49,3 +49,15 @@ def read_output(path: str, types=None) -> list[tuple]:
             for r in reader:
                 rows.append(tuple(t(v) for t, v in zip(types, r)) if types else tuple(r))
     return rows
+
+
+@pytest.fixture
+def run_cli():
+    """Run the `scopeflow` CLI as a real subprocess."""
+    import subprocess
+
+    def run(*args, env=None, cwd=None, timeout=600):
+        return subprocess.run([sys.executable, "-m", "scopeflow.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=cwd, timeout=timeout)
+
+    return run

@@ -1,0 +1,261 @@
+"""Snapshots and exact recovery with real processes and real signals (SIGKILL), checked against references."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+import reference
+from conftest import EXAMPLES, read_output
+
+pytestmark = pytest.mark.spark
+DATA = os.path.join(EXAMPLES, "data")
+
+
+def scopeflow(*args, env=None):
+    return [sys.executable, "-m", "scopeflow.cli", *args]
+
+
+def copy_example(tmp_path, name):
+    shutil.copytree(os.path.join(DATA), tmp_path / "data", dirs_exist_ok=True)
+    shutil.copy(os.path.join(EXAMPLES, name), tmp_path / name)
+    return str(tmp_path / name)
+
+
+class Harness:
+    """Runs `scopeflow run` as a subprocess, kills it with SIGKILL, resumes until it completes."""
+
+    def __init__(self, flow, args, rng):
+        self.flow = flow
+        self.args = args
+        self.rng = rng
+        self.kills = 0
+        self.resumes = 0
+
+    def start(self, resume: bool, fault: str | None = None):
+        env = dict(os.environ)
+        env.pop("SCOPEFLOW_FAULT", None)
+        if fault:
+            env["SCOPEFLOW_FAULT"] = fault
+        cmd = scopeflow("run", self.flow, "--quiet", *self.args, *(["--resume"] if resume else []))
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+
+    def kill_after(self, proc, seconds: float) -> bool:
+        """SIGKILL the whole process group (driver and JVM) after `seconds`; False if it finished first."""
+        try:
+            proc.wait(timeout=seconds)
+            return False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self.kills += 1
+            return True
+
+    def run(self, delays, faults=()):
+        """Kill at each delay (seconds after start), then resume to completion; faults kill at a code point."""
+        resume = False
+        for fault in faults:
+            proc = self.start(resume, fault)
+            proc.wait(timeout=600)
+            if proc.returncode == -signal.SIGKILL:
+                self.kills += 1
+            resume = True
+        for delay in delays:
+            proc = self.start(resume)
+            finished = not self.kill_after(proc, delay)
+            resume = True
+            if finished:
+                assert proc.returncode == 0, proc.stderr.read()
+                return proc
+            self.resumes += 1
+        proc = self.start(True)
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err
+        return proc
+
+
+def test_kill_and_resume_cc_sssp_kcore_match_references(tmp_path):
+    """At least 20 SIGKILL/resume cycles over three pipelines; every output equals its reference exactly."""
+    rng = random.Random(20261122)
+    total_kills = 0
+    # connected components on a 400-vertex path: ~400 rounds, snapshots every 7 rounds
+    cc_dir = tmp_path / "cc"
+    cc_dir.mkdir()
+    cc = copy_example(cc_dir, "connected_components.flow")
+    h = Harness(cc, ["--param", "edges_path=data/long_path.csv", "--checkpoint", str(cc_dir / "ck"),
+                     "--snapshot-every", "7"], rng)
+    h.run([rng.uniform(9, 16) for _ in range(8)], faults=["snapshot-write", "sink-commit"])
+    got = read_output(str(cc_dir / "out/components"), (int, int))
+    edges = reference.read_csv_rows(os.path.join(DATA, "long_path.csv"), (int, int))
+    assert Counter(got) == Counter(reference.connected_components(edges).items())
+    total_kills += h.kills
+    # SSSP
+    sp_dir = tmp_path / "sssp"
+    sp_dir.mkdir()
+    sp = copy_example(sp_dir, "sssp.flow")
+    h = Harness(sp, ["--checkpoint", str(sp_dir / "ck"), "--snapshot-every", "1"], rng)
+    h.run([rng.uniform(7, 11) for _ in range(5)], faults=["snapshot-write"])
+    got = read_output(str(sp_dir / "out/distances"), (int, float))
+    wedges = reference.read_csv_rows(os.path.join(DATA, "wgraph.csv"), (int, int, float))
+    assert Counter(got) == Counter(reference.sssp(wedges, 1).items())
+    total_kills += h.kills
+    # nested k-core: snapshots inside the inner loop hold the outer loop's round too
+    kc_dir = tmp_path / "kcore"
+    kc_dir.mkdir()
+    kc = copy_example(kc_dir, "kcore.flow")
+    h = Harness(kc, ["--checkpoint", str(kc_dir / "ck"), "--snapshot-every", "1"], rng)
+    h.run([rng.uniform(8, 14) for _ in range(6)], faults=["snapshot-write"])
+    got = read_output(str(kc_dir / "out/cores"), (int, int))
+    edges = reference.read_csv_rows(os.path.join(DATA, "kcore.csv"), (int, int))
+    assert Counter(got) == Counter(reference.core_numbers(edges).items())
+    total_kills += h.kills
+    print(f"\n{total_kills} SIGKILLs, all outputs exact")
+    assert total_kills >= 20
+
+
+def _report(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def test_resume_mid_nested_loop_continues_where_it_stopped(tmp_path, run_cli):
+    kc = copy_example(tmp_path, "kcore.flow")
+    ck = str(tmp_path / "ck")
+    env = dict(os.environ, SCOPEFLOW_FAULT="snapshot-write")
+    # first run dies while writing its first snapshot: that snapshot has no manifest and does not exist
+    proc = subprocess.run(scopeflow("run", kc, "--quiet", "--checkpoint", ck, "--snapshot-every", "2"),
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL
+    report = tmp_path / "r.json"
+    proc = run_cli("run", kc, "--checkpoint", ck, "--snapshot-every", "2", "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert "not usable" in proc.stderr and "no committed manifest" in proc.stderr
+    edges = reference.read_csv_rows(os.path.join(DATA, "kcore.csv"), (int, int))
+    assert Counter(read_output(str(tmp_path / "out/cores"), (int, int))) == \
+        Counter(reference.core_numbers(edges).items())
+    # a run that takes snapshots inside the inner loop, killed after one, resumes mid-inner-loop
+    shutil.rmtree(tmp_path / "out")
+    proc = subprocess.Popen(scopeflow("run", kc, "--quiet", "--checkpoint", ck, "--snapshot-every", "1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:  # wait for a snapshot taken inside the nested loop
+        snaps = [d for d in os.listdir(ck) if d.startswith("snap-") and
+                 os.path.exists(os.path.join(ck, d, "manifest.json"))]
+        nested = [d for d in snaps if len(json.load(open(os.path.join(ck, d, "manifest.json")))["stack"]) == 2]
+        if nested or proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc = run_cli("run", kc, "--checkpoint", ck, "--resume", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    data = _report(report)
+    if "resumed_from" in data:
+        assert data["resumed_from"]["stack"][0]["scope"] == "kcore"
+    assert Counter(read_output(str(tmp_path / "out/cores"), (int, int))) == \
+        Counter(reference.core_numbers(edges).items())
+
+
+def _snapshots(ck):
+    return sorted(d for d in os.listdir(ck) if d.startswith("snap-"))
+
+
+def _interrupted_run(tmp_path, flow, ck, every="3", extra=()):
+    env = dict(os.environ, SCOPEFLOW_FAULT="sink-commit")
+    proc = subprocess.run(scopeflow("run", flow, "--quiet", "--checkpoint", ck, "--snapshot-every", every, *extra),
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL
+    assert _snapshots(ck)
+
+
+def test_refusals_exit_5_and_touch_nothing(tmp_path, run_cli):
+    cc = copy_example(tmp_path, "connected_components.flow")
+    ck = str(tmp_path / "ck")
+    _interrupted_run(tmp_path, cc, ck)
+    before = {d: sorted(os.listdir(os.path.join(ck, d))) for d in _snapshots(ck)}
+
+    # changed plan: the message says what changed
+    text = open(cc).read()
+    open(cc, "w").write(text.replace("min(label)", "max(label)"))
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume")
+    assert proc.returncode == 5, proc.stderr
+    assert "plan changed" in proc.stderr and "changed: n009" in proc.stderr and "reduce best" in proc.stderr
+    open(cc, "w").write(text)
+
+    # changed input
+    data = tmp_path / "data" / "graph.csv"
+    original = data.read_text()
+    data.write_text(original + "999,998\n")
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume")
+    assert proc.returncode == 5 and "input changed" in proc.stderr and "graph.csv" in proc.stderr
+    data.write_text(original)
+
+    # foreign snapshot (another pipeline's)
+    latest = os.path.join(ck, _snapshots(ck)[-1], "manifest.json")
+    manifest = json.load(open(latest))
+    foreign = dict(manifest, pipeline="someone_else")
+    saved = open(latest).read()
+    open(latest, "w").write(json.dumps(foreign))
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume")
+    assert proc.returncode == 5 and "taken by pipeline `someone_else`" in proc.stderr
+    open(latest, "w").write(saved)
+    assert {d: sorted(os.listdir(os.path.join(ck, d))) for d in _snapshots(ck)} == before
+    assert not os.path.exists(tmp_path / "out" / "components"), "refused runs write no output"
+
+
+def test_corrupt_and_truncated_snapshots_fall_back_or_refuse(tmp_path, run_cli):
+    cc = copy_example(tmp_path, "connected_components.flow")
+    ck = str(tmp_path / "ck")
+    _interrupted_run(tmp_path, cc, ck, every="2", extra=("--keep-snapshots", "3"))
+    snaps = _snapshots(ck)
+    assert len(snaps) >= 2
+    newest = os.path.join(ck, snaps[-1])
+    part = next(os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(newest, "data")) for f in fs
+                if f.endswith(".parquet"))
+    with open(part, "r+b") as fh:  # truncate a data file of the newest snapshot
+        fh.truncate(max(1, os.path.getsize(part) // 2))
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume", "--trace")
+    assert proc.returncode == 0, proc.stderr
+    assert f"snapshot {snaps[-1]} is not usable" in proc.stderr and "checksum mismatch" in proc.stderr
+    edges = reference.read_csv_rows(os.path.join(DATA, "graph.csv"), (int, int))
+    assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
+
+    # every snapshot corrupt: refuse with exit 5, leave them and the output as they are
+    _interrupted_run(tmp_path, cc, ck, every="2")
+    out_before = sorted(read_output(str(tmp_path / "out/components"), (int, int)))
+    for snap in _snapshots(ck):
+        with open(os.path.join(ck, snap, "manifest.json"), "w") as fh:
+            fh.write("{not json")
+    listing = sorted(os.listdir(ck))
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume")
+    assert proc.returncode == 5 and "no usable snapshot" in proc.stderr
+    assert sorted(os.listdir(ck)) == listing
+    assert sorted(read_output(str(tmp_path / "out/components"), (int, int))) == out_before
+
+
+def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
+    cc = copy_example(tmp_path, "connected_components.flow")
+    proc = run_cli("run", cc, "--checkpoint", str(tmp_path / "ck"), "--resume")
+    assert proc.returncode == 0 and "starting from the beginning" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["async", "recompute"])
+def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
+    cc = copy_example(tmp_path, "connected_components.flow")
+    ck = str(tmp_path / "ck")
+    args = ["--param", "edges_path=data/long_path.csv", "--checkpoint", ck, "--snapshot-every", "5"]
+    args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
+    h = Harness(cc, args, random.Random(7))
+    h.run([10.0, 13.0], faults=["sink-commit"])
+    edges = reference.read_csv_rows(os.path.join(DATA, "long_path.csv"), (int, int))
+    assert Counter(read_output(str(tmp_path / "out/components"), (int, int))) == \
+        Counter(reference.connected_components(edges).items())

@@ -1,0 +1,309 @@
+"""The loop executor on real Spark: cost per round, termination, loop semantics, outputs."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import textwrap
+from collections import Counter
+
+import pytest
+
+import reference
+from conftest import EXAMPLES, read_output
+from scopeflow.runtime.launcher import run_file
+
+pytestmark = pytest.mark.spark
+
+
+def write_flow(tmp_path, text: str, name="t.flow") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def loop_rounds(job, scope):
+    return [r for r in job.report["rounds"] if r["scope"] == scope]
+
+
+# ---- cost per round ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example,scopes", [("connected_components.flow", ["cc"]),
+                                            ("sssp.flow", ["sssp"]),
+                                            ("kcore.flow", ["kcore", "kcore.peel"])])
+def test_every_round_is_one_spark_job(spark, example_copy, example, scopes):
+    job = run_file(example_copy(example), spark=spark)
+    for scope in scopes:
+        rounds = loop_rounds(job, scope)
+        assert rounds, scope
+        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), scope
+
+
+def test_1500_rounds_without_plan_growth(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source seed = values (n: long) [(0)]
+        counted = loop count(c = seed) rounds 1500 {
+            next = c | select(n = n + 1)
+            feedback c <- next
+            emit last next
+        }
+        sink counted -> csv("out/counted", header = true)
+    """)
+    job = run_file(flow, spark=spark, diagnostics=True)
+    rounds = loop_rounds(job, "count")
+    assert len(rounds) == 1500
+    assert read_output(str(tmp_path / "out/counted"), (int,)) == [(1500,)]
+    sizes = {r["plan_size"] for r in rounds[1:]}
+    assert len(sizes) == 1, f"plan grows with the round count: {sorted(sizes)[:3]}...{sorted(sizes)[-3:]}"
+    first = sum(r["seconds"] for r in rounds[1:101]) / 100
+    last = sum(r["seconds"] for r in rounds[-100:]) / 100
+    print(f"\nmean round time: rounds 1-100 {first * 1000:.1f} ms, rounds 1400-1499 {last * 1000:.1f} ms")
+
+
+# ---- termination --------------------------------------------------------------------------
+
+
+def test_attempts_record_flip15_types_and_decision(spark, example_copy):
+    job = run_file(example_copy("connected_components.flow"), spark=spark)
+    attempts = [a for a in job.report["attempts"] if a["scope"] == "cc"]
+    ids = [a["id"] for a in attempts]
+    assert ids == sorted(set(ids)), "attempt ids are fresh and increasing"
+    assert [a["decision"] for a in attempts[:-1]] == ["continue"] * (len(attempts) - 1)
+    last = attempts[-1]
+    assert last["decision"] == "no-feedback" and last["in_flight"] == {"labels": 0}
+    ops = last["operators"]
+    types = {o["name"]: o["type"] for o in ops.values()}
+    assert types["labels"] == 1 and types["spread"] == 2 and types["best"] == 3
+    # every BUSY operator of a continuing round produced records; IDLE ones none
+    for a in attempts:
+        for o in a["operators"].values():
+            assert (o["status"] == "BUSY") == (o["records"] > 0)
+    assert all(a["in_flight"]["labels"] > 0 for a in attempts[:-1])
+
+
+def test_until_empty_stops_after_the_empty_round(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source xs = values (n: long) [(1), (2), (3), (4), (5)]
+        rest = loop shrink(s = xs) until empty(small) {
+            small = s | where(n <= 2)
+            kept  = s | select(n = n - 2) | where(n > 0)
+            feedback s <- kept
+            emit last kept
+        }
+        sink rest -> csv("out/rest", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    # round 0: {1..5}, small={1,2}; round 1: {1,2,3}, small={1,2}; round 2: {1}, small={1};
+    # round 3 never happens because kept of round 2 is empty -> no feedback
+    rounds = loop_rounds(job, "shrink")
+    assert job.report["attempts"][-1]["decision"] in ("until-empty", "no-feedback")
+    assert len(rounds) == 3
+
+
+def test_until_empty_fires_before_feedback_runs_dry(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source xs = values (n: long) [(10)]
+        out = loop walk(s = xs) until empty(big) max 50 {
+            big  = s | where(n > 3)
+            next = s | select(n = n - 1)
+            feedback s <- next
+            emit next
+        }
+        sink out -> csv("out/walk", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    got = sorted(v for (v,) in read_output(str(tmp_path / "out/walk"), (int,)))
+    # rounds hold 10, 9, ..., 3; `big` is empty in the round holding 3, which still emits 2
+    assert got == list(range(2, 10))
+    assert job.report["attempts"][-1]["decision"] == "until-empty"
+
+
+def test_max_fail_exit_code_3_prints_last_attempt(tmp_path, run_cli):
+    flow = write_flow(tmp_path, """
+        source seed = values (n: long) [(0)]
+        forever = loop spin(c = seed) max 5 {
+            next = c | select(n = n + 1)
+            feedback c <- next
+            emit next
+        }
+        sink forever -> csv("out/f", header = true)
+    """)
+    proc = run_cli("run", flow, "--quiet")
+    assert proc.returncode == 3, proc.stderr
+    err = proc.stderr
+    assert "did not terminate within max 5 rounds" in err
+    assert "round 4" in err and "c = 1" in err
+    assert "BUSY operators: " in err and "next (1 records)" in err
+    assert not os.path.exists(tmp_path / "out/f"), "a failed run writes no output"
+
+
+def test_on_max_stop_accepts_the_result(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source seed = values (n: long) [(0)]
+        capped = loop spin(c = seed) max 5 on max stop {
+            next = c | select(n = n + 1)
+            feedback c <- next
+            emit last next
+        }
+        sink capped -> csv("out/c", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    assert read_output(str(tmp_path / "out/c"), (int,)) == [(5,)]
+    assert job.report["attempts"][-1]["decision"] == "max-stop"
+
+
+# ---- loop semantics ---------------------------------------------------------------------
+
+
+def test_emit_all_last_and_state_and_reduce_emits_only_changed_keys(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source xs = values (k: long, v: long) [(1, 5), (2, 7)]
+        out = loop acc(s = xs) rounds 3 {
+            total = s | reduce(by k, t = sum(v))
+            again = s | where(k == 1)
+            feedback s <- again
+            emit total as changes
+            emit last total as final_changes
+            emit state total as state
+        }
+        sink out.changes -> csv("out/changes", header = true)
+        sink out.final_changes -> csv("out/final", header = true)
+        sink out.state -> csv("out/state", header = true)
+    """)
+    run_file(flow, spark=spark)
+    changes = Counter(read_output(str(tmp_path / "out/changes"), (int, int)))
+    # round 0: k1=5, k2=7 are new; rounds 1, 2: only k=1 is fed back and changes (10, 15); k2 unchanged
+    assert changes == Counter({(1, 5): 1, (2, 7): 1, (1, 10): 1, (1, 15): 1})
+    assert read_output(str(tmp_path / "out/final"), (int, int)) == [(1, 15)]
+    assert sorted(read_output(str(tmp_path / "out/state"), (int, int))) == [(1, 15), (2, 7)]
+
+
+def test_coloop_variable_declared_with_schema_starts_empty(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source xs = values (n: long) [(1), (2)]
+        out = coloop pingpong(a = xs, b: (m: long, tag: string)) rounds 4 {
+            to_b = a | select(m = n * 10, tag = "a")
+            to_a = b | select(n = m + 1)
+            feedback b <- to_b
+            feedback a <- to_a
+            emit b as seen_by_b
+        }
+        sink out.seen_by_b -> csv("out/b", header = true)
+    """)
+    run_file(flow, spark=spark)
+    got = Counter(read_output(str(tmp_path / "out/b"), (int, str)))
+    # round 0: b empty; round 1: b = {10, 20}; round 2: a = {11, 21}, b empty; round 3: b = {110, 210}
+    assert got == Counter({(10, "a"): 1, (20, "a"): 1, (110, "a"): 1, (210, "a"): 1})
+
+
+def test_nested_loop_state_is_fresh_per_activation(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        source seeds = values (v: long) [(1), (2)]
+        source edges = values (src: long, dst: long) [(1, 2), (2, 3), (3, 1)]
+        out = loop outer(o = seeds) with (e = edges) rounds 3 {
+            reached = loop inner(r = o) with (e2 = e) {
+                next = r | join(e2, on r.v == e2.src) | select(v = e2.dst) | union(r) | distinct
+                feedback r <- next
+                emit next
+            }
+            feedback o <- o
+            emit reached
+        }
+        sink out -> csv("out/nested", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    got = Counter(v for (v,) in read_output(str(tmp_path / "out/nested"), (int,)))
+    # each of the 3 inner activations starts with empty `distinct` state and emits {1, 2, 3} once
+    assert got == Counter({1: 3, 2: 3, 3: 3})
+    assert job.report["loops"]["outer.inner"]["activations"] == 3
+
+
+def test_config_values_json_and_parquet(spark, tmp_path):
+    flow = write_flow(tmp_path, """
+        pipeline formats
+        config "spark.sql.shuffle.partitions" = "3"
+        source xs = values (id: long, name: string) [(1, "a"), (2, "b"), (3, null)]
+        sink xs | where(name is not null) -> json("out/j")
+        sink xs | derive(len = length(coalesce(name, ""))) -> parquet("out/p")
+    """)
+    run_file(flow, spark=spark)
+    rows = []
+    for part in glob.glob(str(tmp_path / "out/j/part-*.json")):
+        rows += [json.loads(line) for line in open(part)]
+    assert sorted((r["id"], r["name"]) for r in rows) == [(1, "a"), (2, "b")]
+    back = write_flow(tmp_path, """
+        source p = read parquet("out/p")
+        sink p | where(len > 0) | select(id) -> csv("out/back", header = true)
+    """, "back.flow")
+    run_file(back, spark=spark)
+    assert sorted(read_output(str(tmp_path / "out/back"), (int,))) == [(1,), (2,)]
+
+
+# ---- CLI, exit codes, outputs ----------------------------------------------------------------
+
+
+def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
+    flow = example_copy("connected_components.flow")
+    report = tmp_path / "run.json"
+    proc = run_cli("run", flow, "--trace", "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert "attempt #" in proc.stderr and "decision: no-feedback" in proc.stderr
+    assert "rounds/activation" in proc.stderr  # the summary table
+    assert "out/components" in proc.stderr
+    data = json.loads(report.read_text())
+    assert data["status"] == "ok"
+    assert data["loops"][0]["scope"] == "cc" and data["loops"][0]["activations"] == 1
+    first = data["rounds"][0]
+    assert first["counts"]["n009"] == 30  # best: every vertex is new in round 0
+    assert data["attempts"][-1]["decision"] == "no-feedback"
+    edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data/graph.csv"), (int, int))
+    got = dict(read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int)))
+    assert got == reference.connected_components(edges)
+
+
+def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
+    flow = write_flow(tmp_path, """
+        source edges = read csv("nope/edges.csv", header = true) schema (src: long, dst: long)
+        sink edges -> csv("out/x", header = true)
+    """)
+    proc = run_cli("run", flow, "--quiet")
+    assert proc.returncode == 4
+    assert "source `n001`" in proc.stderr or "source `edges`" in proc.stderr
+    assert f"{flow}:2" in proc.stderr and "nope/edges.csv" in proc.stderr
+    assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
+
+
+def test_usage_and_compile_errors(tmp_path, example_copy, run_cli):
+    flow = example_copy("connected_components.flow")
+    proc = run_cli("run", flow, "--param", "edge_path=x")
+    assert proc.returncode == 2 and "did you mean `edges_path`" in proc.stderr
+    bad = write_flow(tmp_path, "x = nothing | distinct\nsink x -> console()\n", "bad.flow")
+    proc = run_cli("run", bad)
+    assert proc.returncode == 1 and "E0101" in proc.stderr
+
+
+def test_missing_java_is_explained(tmp_path, example_copy, run_cli):
+    flow = example_copy("connected_components.flow")
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = os.path.dirname(os.path.realpath(os.sys.executable))
+    proc = run_cli("run", flow, env=env)
+    assert proc.returncode == 4
+    assert "Java was not found" in proc.stderr and "openjdk-17" in proc.stderr
+
+
+def test_failed_run_keeps_previous_output(spark, tmp_path):
+    data = tmp_path / "in.csv"
+    data.write_text("a,b\n1,2\n3,4\n")
+    flow = write_flow(tmp_path, """
+        source xs = read csv("in.csv", header = true) schema (a: long, b: long)
+        sink xs | select(a, s = a + b) -> csv("out/sums", header = true)
+    """)
+    run_file(flow, spark=spark)
+    before = sorted(read_output(str(tmp_path / "out/sums"), (int, int)))
+    assert before == [(1, 3), (3, 7)]
+    data.write_text("a,b\n1,2\n3,not-a-number\n")
+    with pytest.raises(Exception):
+        run_file(flow, spark=spark)
+    assert sorted(read_output(str(tmp_path / "out/sums"), (int, int))) == before
+    assert not [p for p in os.listdir(tmp_path / "out") if "__staging" in p or "__previous" in p]
