@@ -254,7 +254,7 @@ def _udf_call(e: A.Call, env: Env) -> TExpr:
         if widen(a.type, p) != p:
             _fail("E0305", f"argument {i + 1} of `{e.module}.{e.func}` must be {p}, got {a.type}", e.args[i].span,
                   "wrong type", [signature, f"convert it: `cast(x as {p})`"])
-    return TCall("udf", args, ret, extra=(e.module, e.func))
+    return TCall("udf", args, ret, extra=(e.module, e.func, e.span.line if e.span else 0))  # line: runtime errors
 
 
 def _cast(e: A.Cast, env: Env) -> TExpr:

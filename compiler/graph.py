@@ -153,7 +153,7 @@ def expr_text(x, outer: int = 0) -> str:
         return f"cast({expr_text(args[0])} as {x.type})"
     if fn == "index":
         return f"{expr_text(args[0], 8)}[{expr_text(args[1])}]"
-    name = ".".join(x.extra) if fn == "udf" and x.extra else fn.split(":")[-1]
+    name = ".".join(x.extra[:2]) if fn == "udf" and x.extra else fn.split(":")[-1]
     return f"{name}({', '.join(expr_text(a) for a in args)})"
 
 

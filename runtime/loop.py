@@ -97,7 +97,7 @@ class Round:
         known = self._by_frame.get(id(df))
         if known is not None:
             return known
-        ck = compat.checkpoint(self.job.spark, df)  # localCheckpoint; replicated/reliable on a cluster
+        ck = compat.checkpoint(self.job.spark, df, self.index)  # localCheckpoint; cluster/Connect: see compat
         self.pending.append((key, df, ck))
         self._by_frame[id(df)] = ck
         self._by_frame[id(ck)] = ck
@@ -171,13 +171,13 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
                 op_counts[vid] = received.get(var, 0)
             until_records = counts[rnd.key_of(until_ck)] if until_ck is not None else None
             attempt = protocol.attempt(round_no, in_flight, op_counts, until_records, rnd.nested)
-            for node, ck in emit_ck.items():
-                if node in emitted:
-                    emitted[node].append(ck)
-                    if len(emitted[node]) > job.max_emit_pieces:
-                        emitted[node] = [job.compact(emitted[node])]
-                else:
-                    last[node] = ck
+            for node in {e.node: None for e in spec.emits if e.mode == "all"}:  # several emits may share a stream
+                emitted[node].append(emit_ck[node])
+                if len(emitted[node]) > job.max_emit_pieces:
+                    emitted[node] = [job.compact(emitted[node])]
+            for e in spec.emits:
+                if e.mode == "last":
+                    last[e.node] = emit_ck[e.node]
             # Free what no later round or output needs: checkpoints of the previous round and
             # this round's intermediates, never a frame that is still a variable, state or output.
             retained = {id(df) for df in [*fb_ck.values(), *last.values(), *(p for s in states.values() for p in s.parts())]}

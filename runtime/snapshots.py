@@ -38,6 +38,10 @@ class SnapshotRefused(Exception):
     """A snapshot exists but must not be used (exit code 5)."""
 
 
+class Uncommitted(ValueError):
+    """A snapshot directory whose manifest was never committed: it does not exist."""
+
+
 @define
 class Level:
     """One active loop activation: the live objects of its current round."""
@@ -141,7 +145,7 @@ class SnapshotStore:
         """The manifest of a complete, intact snapshot; ValueError saying what is wrong otherwise."""
         manifest_path = os.path.join(snap, "manifest.json")
         if not os.path.exists(manifest_path):
-            raise ValueError("no committed manifest (the snapshot was interrupted)")
+            raise Uncommitted("no committed manifest (the snapshot was interrupted)")
         try:
             with open(manifest_path, encoding="utf-8") as fh:
                 manifest = json.load(fh)
@@ -164,7 +168,8 @@ class SnapshotStore:
             try:
                 manifest = self.validate(snap)
             except ValueError as exc:
-                problems.append(f"{os.path.basename(snap)}: {exc}")
+                if not isinstance(exc, Uncommitted):  # an uncommitted snapshot simply does not exist
+                    problems.append(f"{os.path.basename(snap)}: {exc}")
                 say(f"snapshot {os.path.basename(snap)} is not usable ({exc}); trying the previous one")
                 continue
             self.check_compatible(manifest, snap)

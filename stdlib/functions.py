@@ -3,7 +3,7 @@
 Each entry names a function, its signature (argument kinds and a return-type
 rule), the Spark column code it compiles to, a docstring and an example. The
 checker (`compiler/expr.py`), the code generator (`compiler/codegen.py`) and
-`docs/functions.md` (`scopeflow docs functions`) all read this table.
+`docs/functions.md` (`scopeflow docs`) all read this table.
 
 Argument kinds: ``num`` (int/long/double), ``str``, ``bool``, ``date`` (date or
 timestamp), ``arr`` (any array), ``any``, and ``lit:<kind>`` for arguments that
@@ -263,7 +263,8 @@ def agg_type(agg: Agg, arg_type: Optional[str]) -> str:
 
 def functions_markdown() -> str:
     """The reference table of docs/functions.md, generated from the registry."""
-    out = ["# Builtin functions", "", "Generated from `stdlib/functions.py` (`scopeflow docs functions`).", ""]
+    out = ["# Builtin functions", "",
+           "Generated from `stdlib/functions.py` by `scopeflow docs > docs/functions.md`; do not edit by hand.", ""]
     for cat in ("control", "math", "string", "array", "datetime"):
         out += [f"## {cat}", "", "| function | meaning | example |", "|---|---|---|"]
         for f in _FUNCS:

@@ -139,3 +139,13 @@ def kmeans(points, centroids, rounds):
         cents = {c: (sum(x for x, _ in ps) / len(ps), sum(y for _, y in ps) / len(ps))
                  for c, ps in members.items()}
     return cents
+
+
+def triangles(edges):
+    """{vertex: number of triangles through it} of the undirected graph; every
+    vertex of an edge is listed (0 when in no triangle); direction, duplicate
+    edges and self-loops are ignored (networkx.triangles)."""
+    g = nx.Graph()
+    g.add_nodes_from(v for e in edges for v in e)
+    g.add_edges_from((u, v) for u, v in edges if u != v)
+    return dict(nx.triangles(g))

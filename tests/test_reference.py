@@ -145,3 +145,11 @@ def test_long_path_csv_matches_generator():
     edges = read_csv_rows(DATA / "long_path.csv", (int, int))
     assert edges == gen.long_path_edges(400)
     assert set(ref.connected_components(edges).values()) == {1}
+
+
+def test_triangles():
+    # a triangle 1-2-3 (given with a duplicate, a reversed edge and a self-loop) and a pendant 4
+    edges = [(1, 2), (2, 1), (2, 3), (3, 1), (3, 3), (3, 4), (1, 2)]
+    assert ref.triangles(edges) == {1: 1, 2: 1, 3: 1, 4: 0}
+    k4 = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    assert ref.triangles(k4) == {v: 3 for v in range(4)}

@@ -1,0 +1,153 @@
+"""The user documentation stays true: every ```flow block in docs/*.md and README.md is a
+whole program that checks without errors, docs/functions.md is the generated reference, and
+the keyword list, CLI reference and stdlib reference cover the grammar, the CLI and the stdlib."""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from scopeflow.compiler import check_flow
+
+DOCS = os.path.join(ROOT, "docs")
+MARKDOWN = sorted(glob.glob(os.path.join(DOCS, "*.md"))) + [p for p in [os.path.join(ROOT, "README.md")]
+                                                            if os.path.exists(p)]
+FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+
+
+def fenced_blocks(path: str, lang: str) -> list[tuple[int, str]]:
+    """(line of the opening fence, dedented text) of every ```lang block (also indented ones in lists)."""
+    blocks, inside, keep, start, indent, lines = [], False, False, 0, "", []
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            m = FENCE.match(line)
+            if not inside and m:
+                inside, keep, start, indent, lines = True, m.group(2) == lang, no, m.group(1), []
+            elif inside and m and not m.group(2):
+                if keep:
+                    blocks.append((start, textwrap.dedent("".join(lines))))
+                inside = False
+            elif inside:
+                lines.append(line[len(indent):] if line.startswith(indent) else line)
+    return blocks
+
+
+FLOW_BLOCKS = [(path, line, text) for path in MARKDOWN for line, text in fenced_blocks(path, "flow")]
+
+
+def _id(block):
+    return f"{os.path.relpath(block[0], ROOT)}:{block[1]}"
+
+
+def test_docs_have_flow_blocks():
+    per_file = {os.path.basename(p) for p, _, _ in FLOW_BLOCKS}
+    assert {"tutorial.md", "language.md", "stdlib.md"} <= per_file
+
+
+@pytest.mark.parametrize("block", FLOW_BLOCKS, ids=[_id(b) for b in FLOW_BLOCKS])
+def test_flow_block_checks_clean(block):
+    """Relative paths resolve against the Markdown file's folder (docs/data/ for docs/*.md).
+    Warnings (such as W0001 for a README example's input) are fine, errors are not."""
+    path, line, text = block
+    result = check_flow(text, f"{os.path.relpath(path, ROOT)}:{line}", os.path.dirname(path))
+    assert not result.errors, "\n\n".join(d.render() for d in result.errors) + (
+        "\n\nmark fragments as ```text instead of ```flow")
+    assert result.plan is not None and result.plan.sinks, "a documented program should have a sink"
+
+
+def test_functions_md_is_generated_from_the_registry():
+    from scopeflow.stdlib.functions import functions_markdown
+
+    with open(os.path.join(DOCS, "functions.md"), encoding="utf-8") as fh:
+        assert fh.read() == functions_markdown(), "regenerate it: scopeflow docs > docs/functions.md"
+
+
+def grammar_keywords() -> set[str]:
+    with open(os.path.join(ROOT, "dsl", "flow.lark"), encoding="utf-8") as fh:
+        text = re.sub(r"//[^\n]*", "", fh.read())
+    return set(re.findall(r'"([a-z_]+)"', text))
+
+
+def test_language_md_lists_every_keyword_of_the_grammar():
+    with open(os.path.join(DOCS, "language.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text[text.index("## Keywords"):]
+    listed = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    assert set(listed.split()) == grammar_keywords()
+
+
+def test_language_md_documents_every_operator():
+    with open(os.path.join(DOCS, "language.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    with open(os.path.join(ROOT, "dsl", "flow.lark"), encoding="utf-8") as fh:
+        grammar = fh.read()
+    ops = re.findall(r"^(\w+)_op:", grammar, re.M)
+    assert len(ops) >= 12
+    for op in ops:
+        assert f"| `{op}" in text, f"operator `{op}` is missing from the operator table of docs/language.md"
+
+
+def test_cli_md_documents_every_command_and_flag():
+    from scopeflow.cli import parser
+
+    with open(os.path.join(DOCS, "cli.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        assert f"## {name}" in text, f"command `{name}`"
+        for action in command._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert f"`{flag}" in text or f", `{flag}" in text, f"`scopeflow {name} {flag}`"
+    for code in range(6):
+        assert f"| {code} |" in text, f"exit code {code}"
+
+
+def stdlib_defs() -> dict[str, str]:
+    """def name -> the comment block right above it, for every stdlib module."""
+    out = {}
+    for path in glob.glob(os.path.join(ROOT, "stdlib", "*.flow")):
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        for i, line in enumerate(lines):
+            m = re.match(r"def (\w+)\(", line)
+            if m:
+                j = i
+                while j > 0 and lines[j - 1].startswith("#"):
+                    j -= 1
+                out[m.group(1)] = "\n".join(lines[j:i])
+    return out
+
+
+def test_every_stdlib_def_is_documented_in_place_and_in_stdlib_md():
+    defs = stdlib_defs()
+    assert {"connected_components", "sssp", "pagerank", "kcore", "reachability", "triangle_count",
+            "kmeans"} <= set(defs)
+    with open(os.path.join(DOCS, "stdlib.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    for name, comment in defs.items():
+        for word in ("input", "output", "example"):
+            assert word in comment, f"the comment above `def {name}` lacks its {word}"
+        assert f"### {name}" in text, f"docs/stdlib.md has no section for `{name}`"
+
+
+def test_stdlib_comment_examples_check_clean():
+    """The example in each def's comment is a whole program (given docs/data-like inputs)."""
+    for name, comment in stdlib_defs().items():
+        body = comment[comment.index("example:"):].split("\n", 1)[1]
+        program = "\n".join(ln[1:].strip() for ln in body.splitlines() if ln.startswith("#"))
+        result = check_flow(program, f"stdlib example of {name}", os.path.join(ROOT, "examples"))
+        assert not result.errors, "\n".join(d.render() for d in result.errors)
+
+
+def test_relative_links_in_docs_exist():
+    for path in glob.glob(os.path.join(DOCS, "*.md")):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert os.path.exists(os.path.join(DOCS, target)), f"{os.path.basename(path)} links to {target}"

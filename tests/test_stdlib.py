@@ -1,0 +1,293 @@
+"""The stdlib operators (stdlib/graph.flow, stdlib/ml.flow), each called from a small .flow
+program, run on real Spark and compared with networkx / plain Python (tests/reference.py)
+on deterministic random graphs and on a long path (many rounds)."""
+from __future__ import annotations
+
+import csv
+import os
+import random
+from collections import Counter
+
+import pytest
+
+import reference
+from conftest import read_output
+from scopeflow.compiler import check_flow
+from scopeflow.runtime.launcher import run_file
+
+PATH_LEN = 150  # vertices of the long path: label / distance propagation needs ~150 rounds
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+def write_csv(path, header, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def run_program(tmp_path, spark, text, data, params=None):
+    """Write `data` ({name: (header, rows)}) to tmp_path/data/NAME.csv and the program to
+    tmp_path/prog.flow, run it; return (job, out(name, *types) -> rows of out/NAME)."""
+    for name, (header, rows) in data.items():
+        write_csv(str(tmp_path / "data" / f"{name}.csv"), header, rows)
+    flow = tmp_path / "prog.flow"
+    flow.write_text(text)
+    job = run_file(str(flow), spark=spark, params=params)
+
+    def out(name, *types):
+        return read_output(str(tmp_path / "out" / name), types)
+
+    return job, out
+
+
+def random_graph(seed, n, m, lo=0):
+    """m distinct directed edges (no self-loops) between vertices lo .. lo+n-1."""
+    rnd = random.Random(seed)
+    edges = set()
+    while len(edges) < m:
+        a, b = rnd.randrange(lo, lo + n), rnd.randrange(lo, lo + n)
+        if a != b:
+            edges.add((a, b))
+    return sorted(edges)
+
+
+def messy(edges, seed):
+    """The same undirected graph written sloppily: some edges reversed, some in both
+    directions, some twice, plus self-loops on existing vertices."""
+    rnd = random.Random(seed)
+    out = []
+    for a, b in edges:
+        r = rnd.random()
+        if r < 0.25:
+            out.append((b, a))
+        elif r < 0.45:
+            out += [(a, b), (b, a)]
+        elif r < 0.55:
+            out += [(a, b), (a, b)]
+        else:
+            out.append((a, b))
+    vertices = sorted({v for e in edges for v in e})
+    out += [(v, v) for v in rnd.sample(vertices, 5)]
+    rnd.shuffle(out)
+    return out
+
+
+def rounds_of(job, suffix):
+    return [r for r in job.report["rounds"] if r["scope"].endswith(suffix)]
+
+
+def approx_dict(got: dict, want: dict, tol=1e-9):
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=tol, abs=tol), k
+
+
+# ---- graph ------------------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_connected_components_random_graph_and_long_path(tmp_path, spark):
+    # a sparse random graph (several components, isolated pairs) and a 150-vertex path whose
+    # edges point towards the smallest id (direction must not matter)
+    sparse = random_graph(1, 120, 80) + [(500, 501), (503, 502)]
+    path = [(i + 1, i) for i in range(1, PATH_LEN)]
+    job, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import connected_components
+source sparse = read csv("data/sparse.csv", header = true) schema (src: long, dst: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
+sink sparse | connected_components() -> csv("out/sparse", header = true)
+sink connected_components(path) -> csv("out/path", header = true)
+""", {"sparse": (["src", "dst"], sparse), "path": (["src", "dst"], path)})
+    got = out("sparse", int, int)
+    assert len(got) == len(set(got)), "duplicate rows"
+    assert dict(got) == reference.connected_components(sparse)
+    got = out("path", int, int)
+    assert dict(got) == reference.connected_components(path) == {v: 1 for v in range(1, PATH_LEN + 1)}
+    assert len(got) == PATH_LEN
+    # the two calls expand into two loops; the path's needs about one round per vertex
+    assert max(len(rounds_of(job, "_cc")), len(rounds_of(job, "cc2_cc"))) >= PATH_LEN - 1
+
+
+@pytest.mark.spark
+def test_sssp_random_graph_and_long_path(tmp_path, spark):
+    rnd = random.Random(2)
+    wedges = [(a, b, round(rnd.uniform(0.5, 10.0), 3)) for a, b in random_graph(3, 60, 180)]
+    wedges += [(a, b, w + 1.0) for a, b, w in wedges[:10]]  # parallel edges: the cheapest counts
+    path = [(i, i + 1, float(rnd.randint(1, 9))) for i in range(1, PATH_LEN)]
+    job, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import sssp
+param start: long = 0
+source roads = read csv("data/roads.csv", header = true) schema (src: long, dst: long, w: double)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long, w: double)
+sink sssp(roads, start) -> csv("out/roads", header = true)
+sink path | sssp(1) -> csv("out/path", header = true)
+""", {"roads": (["src", "dst", "w"], wedges), "path": (["src", "dst", "w"], path)}, params={"start": 7})
+    got = out("roads", int, float)
+    assert len(got) == len(set(got))
+    approx_dict(dict(got), reference.sssp(wedges, 7))  # the source came from --param start=7
+    got = dict(out("path", int, float))
+    approx_dict(got, reference.sssp(path, 1))
+    assert len(got) == PATH_LEN
+    assert max(len(r) for r in (rounds_of(job, "sssp_sssp"), rounds_of(job, "sssp2_sssp"))) >= PATH_LEN - 1
+
+
+@pytest.mark.spark
+def test_pagerank(tmp_path, spark):
+    # the default `iterations = 20` is checked at compile time below (fewer rounds here: speed)
+    vertices = list(range(60))
+    edges = random_graph(4, 60, 200)
+    job, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import pagerank
+param iterations: long = 20
+source vertices = read csv("data/vertices.csv", header = true) schema (id: long)
+source links = read csv("data/links.csv", header = true) schema (src: long, dst: long, weight: long)
+sink vertices | pagerank(links, iterations) -> csv("out/ranks", header = true)
+""", {"vertices": (["id"], [(v,) for v in vertices]),
+      "links": (["src", "dst", "weight"], [(a, b, 1) for a, b in edges])},  # an extra field passes
+        params={"iterations": 6})
+    approx_dict(dict(out("ranks", int, float)), reference.pagerank_fixed(vertices, edges, 6))
+    assert [loop["rounds"] for loop in job.report["loops"].values()] == [[6]]
+
+
+@pytest.mark.spark
+def test_kcore_accepts_edges_once_or_both_ways(tmp_path, spark):
+    base = random_graph(5, 40, 110)
+    edges = messy(base, 6)
+    _, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import kcore
+source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
+sink edges | kcore() -> csv("out/cores", header = true)
+""", {"edges": (["src", "dst"], edges)})
+    got = out("cores", int, int)
+    assert len(got) == len(set(got))
+    want = reference.core_numbers(base)
+    assert want == reference.core_numbers(edges)
+    assert dict(got) == want
+    assert max(want.values()) >= 3  # the graph has a non-trivial core
+
+
+@pytest.mark.spark
+def test_reachability(tmp_path, spark):
+    edges = random_graph(7, 80, 100)
+    seeds = [3, 3, 17, 999]  # a duplicate seed, and one that has no edge at all
+    _, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import reachability
+source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
+source seeds = read csv("data/seeds.csv", header = true) schema (v: long)
+sink reachability(edges, seeds) -> csv("out/reached", header = true)
+""", {"edges": (["src", "dst"], edges), "seeds": (["v"], [(s,) for s in seeds])})
+    got = [v for (v,) in out("reached", int)]
+    want = reference.reachable(edges, seeds)
+    assert len(want) > 10
+    assert Counter(got) == Counter(want)  # each vertex exactly once
+
+
+@pytest.mark.spark
+def test_triangle_count(tmp_path, spark):
+    base = random_graph(8, 30, 120) + [(100, 101)]  # a vertex pair in no triangle
+    edges = messy(base, 9)
+    _, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import triangle_count
+source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
+sink edges | triangle_count() -> csv("out/triangles", header = true)
+""", {"edges": (["src", "dst"], edges)})
+    got = out("triangles", int, int)
+    assert len(got) == len(set(got))
+    want = reference.triangles(edges)
+    assert want == reference.triangles(base)
+    assert dict(got) == want
+    assert sum(want.values()) > 0 and want[100] == 0
+
+
+# ---- ml ---------------------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_kmeans(tmp_path, spark):
+    rnd = random.Random(10)
+    centers = [(0.0, 0.0), (10.0, 0.0), (5.0, 9.0)]
+    points = [(i, round(cx + rnd.gauss(0, 2.0), 4), round(cy + rnd.gauss(0, 2.0), 4))
+              for i, (cx, cy) in enumerate(rnd.choice(centers) for _ in range(150))]
+    init = [(1, 1.0, 1.0), (2, 2.0, 2.0), (3, 3.0, 1.0)]
+    _, out = run_program(tmp_path, spark, """
+from "stdlib:ml" import kmeans
+source points = read csv("data/points.csv", header = true) schema (id: long, x: double, y: double)
+source init = read csv("data/init.csv", header = true) schema (cid: long, x: double, y: double)
+sink points | kmeans(init, 6) -> csv("out/centers", header = true)
+""", {"points": (["id", "x", "y"], points), "init": (["cid", "x", "y"], init)})
+    got = {cid: (x, y) for cid, x, y in out("centers", int, float, float)}
+    want = reference.kmeans(points, init, 6)
+    assert set(got) == set(want)
+    for cid in want:
+        assert got[cid] == pytest.approx(want[cid], rel=1e-9)
+
+
+# ---- compile-time behaviour (no Spark job) -------------------------------------------------
+
+def check(text):
+    return check_flow(text, "t.flow", "/nonexistent")
+
+
+def test_stdlib_defs_take_streams_positionally_or_piped_and_constants_by_literal_or_param():
+    result = check("""
+from "stdlib:graph" import pagerank, sssp
+from "stdlib:ml" import kmeans
+param n: long = 3
+source v = values (id: long) [(1), (2)]
+source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
+source p = values (id: long, x: long, y: long) [(1, 0, 0)]
+source c = values (cid: long, x: double, y: double) [(1, 0.0, 0.0)]
+sink pagerank(v, e) -> console()
+sink v | pagerank(e, 7) -> console()
+sink pagerank(v, e, n) -> console()
+sink e | sssp(1) -> console()
+sink kmeans(p, c) -> console()
+""")
+    assert not result.errors, [d.render() for d in result.errors]
+    rounds = sorted(str(s.options["rounds"]) for s in result.plan.scopes.values() if "rounds" in s.options)
+    assert rounds == ["10", "20", "7", "{'param': 'n'}"]
+
+
+def test_stdlib_def_reports_a_missing_field_and_a_missing_constant():
+    result = check("""
+from "stdlib:graph" import sssp
+source e = values (src: long, dst: long) [(1, 2)]
+sink e | sssp(1) -> console()
+""")
+    assert [d.code for d in result.errors] == ["E0109"]
+    result = check("""
+from "stdlib:graph" import sssp
+source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
+sink e | sssp() -> console()
+""")
+    assert [d.code for d in result.errors] == ["E0107"]
+
+
+def test_a_param_passed_as_a_def_constant_is_type_checked_and_stays_a_param():
+    result = check("""
+from "stdlib:graph" import sssp
+param name: string = "x"
+source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
+sink e | sssp(name) -> console()
+""")
+    assert [d.code for d in result.errors] == ["E0107"]
+    assert "is long but the argument is string" in result.errors[0].message
+    result = check("""
+from "stdlib:graph" import sssp
+param start: long = 1
+source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
+sink e | sssp(nope) -> console()
+""")
+    assert [d.code for d in result.errors] == ["E0101"]  # neither a stream nor a param
+    from scopeflow.compiler import expr as X
+
+    result = check("""
+from "stdlib:graph" import sssp
+param start: long = 1
+source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
+sink e | sssp(start) -> console()
+""")
+    assert not result.errors
+    wheres = [n for n in result.plan.nodes.values() if n.op == "where"]
+    assert [w.args["cond"].args[1] for w in wheres] == [X.TParam("start", "long")]
