@@ -40,13 +40,13 @@ def _describe(plan: Plan, node) -> str:
     return ""
 
 
-def _options(scope) -> str:
+def _options(plan: Plan, scope) -> str:
     o = scope.options
     parts = []
     if "rounds" in o:
         parts.append(f"rounds {_val(o['rounds'])}")
     if "until" in o:
-        parts.append(f"until empty({o['until']})")
+        parts.append(f"until empty({_until_name(plan, o['until'])})")
     parts.append(f"max {_val(o['max'])}")
     parts.append(f"on max {o['on_max']}")
     if "snapshot_every" in o:
@@ -54,6 +54,11 @@ def _options(scope) -> str:
     if o.get("snapshot_recompute"):
         parts.append("snapshot recompute")
     return ", ".join(parts)
+
+
+def _until_name(plan: Plan, node_id) -> str:
+    node = plan.nodes.get(node_id)
+    return node.name if node is not None and node.name else str(node_id)
 
 
 def _val(v):
@@ -74,7 +79,7 @@ def explain(plan: Plan) -> str:
             out.append(f"{indent}pipeline")
         else:
             names = lambda ids: ", ".join(plan.nodes[i].name for i in ids) or "-"  # noqa: E731
-            out.append(f"{indent}{s.kind} {s.id} [{_options(s)}] vars: {names(s.vars)}; imports: {names(s.imports)}")
+            out.append(f"{indent}{s.kind} {s.id} [{_options(plan, s)}] vars: {names(s.vars)}; imports: {names(s.imports)}")
         for c in s.children:
             tree(c, indent + "  ")
 

@@ -260,6 +260,15 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
     edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data/graph.csv"), (int, int))
     got = dict(read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int)))
     assert got == reference.connected_components(edges)
+    # the run report drives the annotated topology graph
+    dot = tmp_path / "cc.dot"
+    proc = run_cli("graph", flow, "-o", str(dot), "--stats", str(report))
+    assert proc.returncode == 0, proc.stderr
+    text = dot.read_text()
+    rounds = len(data["rounds"])
+    assert f"{rounds} rounds" in text and "1 activation" in text
+    best_total = data["operators"]["n009"]["records"]
+    assert f"{best_total:,} rec" in text
 
 
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
