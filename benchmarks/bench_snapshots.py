@@ -47,7 +47,7 @@ def run(spark, graph: str, mode: str, work: str) -> tuple[float, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--graph", default=os.path.join(ROOT, "benchmarks", "data", "path_like.csv"))
+    ap.add_argument("--graph", default=os.path.join(ROOT, "benchmarks", "data", "cc_path.csv"))
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--partitions", default="4")
     args = ap.parse_args()

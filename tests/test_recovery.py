@@ -252,10 +252,13 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
     ck = str(tmp_path / "ck")
-    args = ["--param", "edges_path=data/long_path.csv", "--checkpoint", ck, "--snapshot-every", "5"]
+    order = list(range(1, 150))
+    random.Random(3).shuffle(order)
+    (tmp_path / "data" / "path150.csv").write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in order))
+    args = ["--param", "edges_path=data/path150.csv", "--checkpoint", ck, "--snapshot-every", "5"]
     args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
     h = Harness(cc, args, random.Random(7))
     h.run([10.0, 13.0], faults=["sink-commit"])
-    edges = reference.read_csv_rows(os.path.join(DATA, "long_path.csv"), (int, int))
+    edges = reference.read_csv_rows(str(tmp_path / "data" / "path150.csv"), (int, int))
     assert Counter(read_output(str(tmp_path / "out/components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
