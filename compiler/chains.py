@@ -8,6 +8,8 @@ output feeds several consumers ends its chain, so nothing is computed twice.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from scopeflow.compiler.plan import Chain, Plan
 
 CHAINABLE = ("select", "derive", "drop", "where", "explode", "union", "join", "group", "reduce", "distinct", "apply",
@@ -20,6 +22,10 @@ DEFAULT_MAX_CHAIN = 8
 def build_chains(plan: Plan, max_length: int = DEFAULT_MAX_CHAIN) -> Plan:
     chain_of: dict[str, Chain] = {}
     feedback_sources = {src for s in plan.scopes.values() for _, src in s.feedback}
+    # Indexed once: `plan.consumers(id)` and `_named_and_reused` scan every edge / emit per call,
+    # which made chaining quadratic in the plan size.
+    n_consumers = Counter(e.src for e in plan.edges if e.kind in ("data", "entry", "import"))
+    materialised = _emitted_or_sunk(plan)
     for node in plan.nodes.values():
         if node.op not in CHAINABLE:
             continue
@@ -32,8 +38,8 @@ def build_chains(plan: Plan, max_length: int = DEFAULT_MAX_CHAIN) -> Plan:
             and prev.op not in ENDS_CHAIN
             and node.op not in STARTS_CHAIN
             and prev.id not in feedback_sources
-            and len(plan.consumers(prev.id)) == 1
-            and not _named_and_reused(plan, prev.id)
+            and n_consumers[prev.id] == 1
+            and prev.id not in materialised
             and len(chain.nodes) < max_length
         )
         if fusable:
@@ -46,8 +52,6 @@ def build_chains(plan: Plan, max_length: int = DEFAULT_MAX_CHAIN) -> Plan:
     return plan
 
 
-def _named_and_reused(plan: Plan, node_id: str) -> bool:
-    """An emitted or sunk stream is a materialisation point: it ends its chain."""
-    if any(e.node == node_id for s in plan.scopes.values() for e in s.emits):
-        return True
-    return any(s.node == node_id for s in plan.sinks)
+def _emitted_or_sunk(plan: Plan) -> set:
+    """Emitted or sunk streams are materialisation points: each ends its chain."""
+    return {e.node for s in plan.scopes.values() for e in s.emits} | {s.node for s in plan.sinks}

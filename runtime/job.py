@@ -126,8 +126,8 @@ class Job:
     def prepare_import(self, df: DataFrame, keys: list) -> DataFrame:
         """A loop import: replayed every round, so cache it once per activation, partitioned by
         the columns the body joins it on (the join then needs no shuffle of the import)."""
-        if keys:
-            df = df.repartition(self.partitions, *keys)
+        if keys:  # sorted too: the body's sort-merge joins then need no per-round sort of the import
+            df = df.repartition(self.partitions, *keys).sortWithinPartitions(*keys)
         return df.persist()
 
     # ---- loops --------------------------------------------------------------------------

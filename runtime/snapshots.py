@@ -31,6 +31,8 @@ from attrs import define, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.runtime import compat
+
 FORMAT = 1
 
 
@@ -256,7 +258,7 @@ class SnapshotStore:
                 shutil.rmtree(snap)
             os.makedirs(snap)
             if frames:
-                self.job.spark.sparkContext.setJobGroup(f"scopeflow:{self.job.run_id}:snapshot", "snapshot")
+                compat.set_job_group(self.job.spark, f"scopeflow:{self.job.run_id}:snapshot", "snapshot")
                 tagged = [df.select(F.lit(i).alias("_f"), F.struct(*df.columns).alias(f"s{i}")) for i, df in
                           enumerate(frames)]
                 wide = _union_wide(tagged)

@@ -98,6 +98,12 @@ def cmd_docs(args) -> int:
     return EXIT_OK
 
 
+def cmd_cluster(args) -> int:
+    from scopeflow.runtime.cluster import cli
+
+    return cli(args)
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
     p.add_argument("--master", help="Spark master URL (default local[*])")
@@ -145,6 +151,21 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", required=True, help="output file; the format follows the extension")
     g.add_argument("--stats", metavar="RUN.json", help="annotate with a run report from `scopeflow run --report`")
     g.set_defaults(func=cmd_graph)
+
+    cl = sub.add_parser("cluster", help="start, stop or inspect a local Spark standalone cluster (127.0.0.1)",
+                        description="A local Spark standalone cluster for trying `--master` / `--remote`: a master "
+                                    "and N workers (and optionally a Spark Connect server) on 127.0.0.1 with free "
+                                    "ports; logs, work dirs and pid files under --dir. See docs/cluster.md.")
+    cl.add_argument("action", choices=("up", "down", "status"))
+    cl.add_argument("--dir", default=os.path.join(".scopeflow", "cluster"),
+                    help="folder for logs, work dirs and pid files (default .scopeflow/cluster)")
+    cl.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
+    cl.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
+    cl.add_argument("--memory", default="2g", help="memory per worker (default 2g)")
+    cl.add_argument("--connect", action="store_true", help="also start a Spark Connect server on the cluster")
+    cl.add_argument("--timeout", type=float, default=180, help="seconds to wait for registration (default 180)")
+    cl.add_argument("--json", action="store_true", help="status as JSON")
+    cl.set_defaults(func=cmd_cluster)
 
     d = sub.add_parser("docs", help="print the builtin function reference (Markdown)")
     d.set_defaults(func=cmd_docs)

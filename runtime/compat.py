@@ -1,0 +1,467 @@
+"""Where the runtime differs between local Spark, a cluster and Spark Connect.
+
+The loop executor, `Job` and the sinks call into this module (one line each)
+so the differences stay in one place:
+
+- **local** (`local[*]`): classic PySpark; the runtime reaches into the JVM
+  through py4j (operator counters, checkpoint statistics, block release, Hadoop
+  FileSystem renames). Python workers use the driver's interpreter.
+- **cluster** (`spark://…`, `yarn`, `k8s://…`, also under `spark-submit`):
+  classic PySpark, but executors are other processes, possibly other hosts.
+  The runtime ships itself as a zip (`addPyFile`), so workers need pyspark and
+  Arrow but not scopeflow; user Python functions travel by value inside the
+  tasks. Round checkpoints are replicated local checkpoints (two copies, on two
+  executors), so losing one executor loses no loop state; with
+  `spark.scopeflow.checkpoint=reliable` they are written to the checkpoint
+  directory instead (survives any executor loss, costs an extra job per
+  checkpointed frame).
+- **Spark Connect** (`sc://…`): no JVM on the client. Checkpoints are the
+  server's `localCheckpoint`; per-operator counters, statistics detaching and
+  Hadoop FileSystem calls are not available. What cannot work says so (see
+  `not_supported`).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Optional
+from urllib.parse import urlparse
+
+from scopeflow.runtime.errors import RuntimeFailure
+
+CHECKPOINT_MODE = "spark.scopeflow.checkpoint"  # auto | local | replicated | reliable
+CHECKPOINT_DIR = "spark.scopeflow.checkpointDir"
+SHIP = "spark.scopeflow.ship"  # true | false: ship the runtime zip to executors
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_SHIPPED: dict = {}  # id(SparkContext or session) -> set of shipped zip names
+_NOTED: set = set()
+
+
+# ---- what kind of session -------------------------------------------------------------------
+
+
+def is_connect(spark) -> bool:
+    """A Spark Connect session (no JVM, no py4j on this side)."""
+    return not hasattr(spark, "_jsc")
+
+
+def master(spark) -> Optional[str]:
+    """The master URL of a classic session; None over Spark Connect."""
+    if is_connect(spark):
+        return None
+    return spark.sparkContext.master
+
+
+def is_local(spark) -> bool:
+    m = master(spark)
+    return m is not None and m.startswith("local")
+
+
+def not_supported(what: str, hint: Optional[str] = None) -> RuntimeFailure:
+    """The error for a feature that cannot work over Spark Connect."""
+    return RuntimeFailure(f"{what} is not supported over Spark Connect",
+                          hint=hint or "run with --master (classic Spark) for this feature")
+
+
+def note(key: str, message: str) -> None:
+    """Print a one-time note on stderr (a limitation that does not stop the run)."""
+    if key not in _NOTED:
+        _NOTED.add(key)
+        print(f"note: {message}", file=sys.stderr)
+
+
+# ---- session settings -----------------------------------------------------------------------
+
+
+def _loopback_master(m: Optional[str]) -> bool:
+    if not m or m.startswith("local"):
+        return True
+    hosts = [urlparse(part if "://" in part else f"spark://{part}").hostname
+             for part in m.split("://", 1)[-1].split(",")]
+    return all(h in _LOOPBACK for h in hosts)
+
+
+def under_spark_submit() -> bool:
+    """Is this Python driver running inside `spark-submit` (which already started the JVM)?"""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def adapt_settings(settings: dict, master_arg: Optional[str], conf: Optional[dict]) -> dict:
+    """The session settings for where the driver runs; `settings` are scopeflow's local defaults.
+
+    - under `spark-submit` without --master: spark-submit's own settings (its
+      --master, --conf, --py-files) win over scopeflow's defaults;
+    - a master on another host: the driver must not bind or advertise 127.0.0.1;
+    - local: Python workers run the driver's interpreter (not whatever `python3`
+      is first on PATH, which may lack pyarrow); `spark.pyspark.python` picks another;
+    - a cluster: replicated checkpoints are re-replicated when an executor is lost.
+    """
+    conf = conf or {}
+    out = dict(settings)
+    effective = master_arg
+    if master_arg is None and under_spark_submit():
+        from pyspark import SparkConf
+
+        given = dict(SparkConf().getAll())
+        for k in given:
+            out.pop(k, None)
+        effective = given.get("spark.master", "local[*]")
+        if not effective.startswith("local"):
+            out.pop("spark.driver.bindAddress", None)
+    if not _loopback_master(effective):
+        out.pop("spark.driver.host", None)
+        out.pop("spark.driver.bindAddress", None)
+    # PySpark takes the workers' interpreter from $PYSPARK_PYTHON only (spark-submit sets it from
+    # spark.pyspark.python), so a --conf spark.pyspark.python given to `scopeflow run` goes there too.
+    if conf.get("spark.pyspark.python"):
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    elif (effective or "local").startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    if not (effective or "local").startswith("local"):
+        out.setdefault("spark.storage.replication.proactive", "true")
+        out.setdefault("spark.cleaner.referenceTracking.cleanCheckpoints", "true")
+    return out
+
+
+def loopback_env(master_arg: Optional[str]) -> None:
+    """Keep Spark on the loopback interface unless the master is on another host."""
+    if _loopback_master(master_arg):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def connect_defaults(local_settings: dict, conf: Optional[dict]) -> dict:
+    """Session settings to send to a Connect server: the SQL defaults scopeflow uses locally.
+
+    Only runtime SQL settings can be set per Connect session; without them a
+    server's defaults (e.g. 200 shuffle partitions) would make every round slow.
+    """
+    out = {k: v for k, v in local_settings.items() if k.startswith("spark.sql.")}
+    out.update(conf or {})
+    return out
+
+
+# ---- shipping the runtime -------------------------------------------------------------------
+
+# The import packages of the distribution (pyproject.toml maps each from its own folder).
+_PACKAGES = ("scopeflow", "scopeflow.dsl", "scopeflow.compiler", "scopeflow.runtime", "scopeflow.stdlib")
+_DATA = (".py", ".lark", ".flow", ".json")
+
+
+def _package_files() -> list[tuple[str, str]]:
+    """(archive name, file path) of every file of the installed scopeflow packages."""
+    import importlib
+
+    names = set(_PACKAGES) | {m for m in list(sys.modules) if m.startswith("scopeflow.")}
+    files: dict[str, str] = {}
+    for name in sorted(names):
+        try:
+            pkg = importlib.import_module(name)
+        except ImportError:
+            continue
+        for root in getattr(pkg, "__path__", []) or []:
+            prefix = name.replace(".", "/")
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames
+                                     if d != "__pycache__" and os.path.exists(os.path.join(dirpath, d, "__init__.py")))
+                rel = os.path.relpath(dirpath, root)
+                for f in sorted(filenames):
+                    if f.endswith(_DATA):
+                        arc = f"{prefix}/{f}" if rel == "." else f"{prefix}/{rel}/{f}"
+                        files.setdefault(arc, os.path.join(dirpath, f))
+    return sorted(files.items())
+
+
+# What every Spark worker already has (Spark's own pyspark.zip and py4j, and the Arrow stack
+# Python UDFs need), or what is never imported there.
+WORKER_PROVIDED = {"pyspark", "py4j", "pyarrow", "pandas", "numpy", "dateutil", "pytz", "tzdata", "six",
+                   "_distutils_hack", "setuptools", "pkg_resources", "pip", "_pytest", "pytest", "pluggy",
+                   "networkx", "scopeflow"}
+
+
+def _site_dirs() -> list[str]:
+    import site
+    import sysconfig
+
+    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    return sorted(os.path.realpath(d) for d in dirs if d)
+
+
+def _dependency_files() -> list[tuple[str, str]]:
+    """(archive name, path) of the pure-Python third-party packages the loaded runtime imported.
+
+    The runtime imports attrs, lark, rich, ... when a worker unpickles one of its
+    functions; shipping the ones loaded here (pure Python only: nothing compiled,
+    which would have to match the worker's platform) lets workers import it.
+    """
+    sites = _site_dirs()
+    files: dict[str, str] = {}
+    for name, module in sorted(sys.modules.items()):
+        if "." in name or name in WORKER_PROVIDED or name.startswith("__editable__") or module is None:
+            continue
+        origin = getattr(module, "__file__", None)
+        if not origin:
+            continue
+        origin = os.path.realpath(origin)
+        site = next((d for d in sites if origin.startswith(d + os.sep)), None)
+        if site is None:
+            continue
+        if os.path.basename(origin) == "__init__.py":
+            root = os.path.dirname(origin)
+            found = []
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                found += [os.path.join(dirpath, f) for f in sorted(filenames) if not f.endswith(".pyc")]
+            if any(f.endswith((".so", ".pyd", ".dylib")) for f in found):
+                continue
+            for f in found:
+                files.setdefault(os.path.relpath(f, site), f)
+        elif origin.endswith(".py"):
+            files.setdefault(os.path.basename(origin), origin)
+    return sorted(files.items())
+
+
+def runtime_zip() -> str:
+    """A zip of the installed scopeflow packages and the pure-Python packages they import
+    (cached by content), for executors' PYTHONPATH."""
+    from scopeflow import __version__
+
+    entries = [(arc, open(path, "rb").read()) for arc, path in _package_files() + _dependency_files()]
+    digest = hashlib.sha256()
+    for arc, data in entries:
+        digest.update(arc.encode() + b"\0" + data)
+    folder = os.path.join(tempfile.gettempdir(), f"scopeflow-ship-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"scopeflow-{__version__}-{digest.hexdigest()[:12]}.zip")
+    if not os.path.exists(path):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for arc, data in entries:
+                info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(buf.getvalue())
+        os.replace(tmp, path)
+    return path
+
+
+def _user_modules() -> list:
+    """The user's `use python` modules loaded by this process (compiler.scopes.load_python_module)."""
+    return [m for name, m in list(sys.modules.items()) if name.startswith("scopeflow_udf_") and m is not None]
+
+
+def prepare(spark) -> None:
+    """Make the session able to run this pipeline's Python code wherever its workers are.
+
+    User modules are pickled by value: their functions travel inside the tasks,
+    so no worker needs the user's file. Off the local machine (a cluster or a
+    Connect server) the scopeflow runtime itself is shipped as a zip, so workers
+    need pyspark and pyarrow but not scopeflow. Idempotent per session.
+    """
+    from pyspark import cloudpickle
+
+    for module in _user_modules():
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:  # already registered, or not importable by name: pickled by value anyway
+            pass
+    connect = is_connect(spark)
+    if not connect and is_local(spark):
+        return
+    if not connect and spark.sparkContext.getConf().get(SHIP, "true").lower() == "false":
+        return
+    key = id(spark) if connect else id(spark.sparkContext)
+    shipped = _SHIPPED.setdefault(key, set())
+    path = runtime_zip()
+    if path in shipped:
+        return
+    if connect:
+        spark.addArtifacts(path, pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(path)
+    shipped.add(path)
+
+
+# ---- round checkpoints ----------------------------------------------------------------------
+
+
+def checkpoint_mode(spark) -> str:
+    if is_connect(spark):
+        return "connect"
+    mode = spark.sparkContext._conf.get(CHECKPOINT_MODE, "auto")  # not getConf(): it copies every entry over py4j
+    if mode == "auto":
+        return "local" if is_local(spark) else "replicated"
+    if mode not in ("local", "replicated", "reliable"):
+        raise RuntimeFailure(f"{CHECKPOINT_MODE}={mode}: expected auto, local, replicated or reliable")
+    return mode
+
+
+def _reliable_dir(spark) -> None:
+    sc = spark.sparkContext
+    if sc._jsc.sc().getCheckpointDir().isDefined():
+        return
+    base = sc.getConf().get(CHECKPOINT_DIR, None) or os.path.abspath(os.path.join(".scopeflow", "rdd-checkpoints"))
+    sc.setCheckpointDir(base)  # Spark adds a per-application subfolder
+
+
+def checkpoint(spark, df, round_no: Optional[int] = None):
+    """The lazy checkpoint of a round's frame (materialised by the round's one Spark job).
+
+    local: `localCheckpoint` (blocks on the local executor), statistics detached;
+    replicated (cluster default): `localCheckpoint` stored on two executors, so a
+    lost executor loses no loop state; reliable: `checkpoint` files in the
+    checkpoint directory (must be a filesystem every node shares); connect: the
+    server's `localCheckpoint`, and every `CONNECT_RESET_EVERY` rounds a Parquet
+    copy instead (see `_connect_reset`).
+    """
+    from scopeflow.runtime.loop import detach_statistics
+
+    mode = checkpoint_mode(spark)
+    if mode == "connect":
+        every = int(spark.conf.get(CONNECT_RESET, str(CONNECT_RESET_EVERY)))
+        if round_no is not None and every > 0 and round_no % every == every - 1:
+            return _connect_reset(spark, df)
+        return df.localCheckpoint(eager=False)
+    if mode == "replicated":
+        from pyspark import StorageLevel
+
+        return detach_statistics(spark, df.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_2))
+    if mode == "reliable":
+        _reliable_dir(spark)
+        return detach_statistics(spark, df.checkpoint(eager=False))
+    return detach_statistics(spark, df.localCheckpoint(eager=False))
+
+
+CONNECT_RESET = "spark.scopeflow.connect.statsResetEvery"
+CONNECT_RESET_EVERY = 8
+CONNECT_SCRATCH = "spark.scopeflow.connect.scratchDir"
+_SCRATCH: dict = {}
+
+
+def _connect_reset(spark, df):
+    """Over Spark Connect: write the frame to Parquet and read it back (an eager Spark job).
+
+    A checkpoint keeps the size estimate of the plan it came from, and Spark
+    estimates a join as the product of its inputs, so state joined and
+    re-checkpointed every round carries an estimate whose digits double each
+    round: after ~20 rounds planning one round takes minutes (BigInteger
+    products), then the heap. Classic sessions detach the estimate through py4j
+    (`loop.detach_statistics`); Connect has no such access, but a Parquet scan is
+    estimated from its file sizes. The scratch folder must be writable by the
+    server; it is removed when this process exits if the client can see it (the
+    same machine), otherwise it stays on the server.
+    """
+    import atexit
+    import shutil
+    import uuid
+
+    base = _SCRATCH.get("dir")
+    if base is None:
+        root = spark.conf.get(CONNECT_SCRATCH, None) or os.path.join(tempfile.gettempdir(), "scopeflow-connect")
+        base = _SCRATCH["dir"] = os.path.join(root, f"run-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        atexit.register(shutil.rmtree, base, True)
+    path = os.path.join(base, uuid.uuid4().hex[:12])
+    df.write.mode("overwrite").parquet(path)
+    return spark.read.parquet(path)
+
+
+def observed(spark) -> Optional[dict]:
+    """{} when per-operator counters cannot be read (Spark Connect); None when the JVM path works."""
+    if is_connect(spark):
+        note("connect-counters", "per-operator record counts are not available over Spark Connect; loop "
+                                 "termination uses the feedback and `until` counts, which are")
+        return {}
+    return None
+
+
+# ---- filesystem for atomic sinks ------------------------------------------------------------
+
+
+class _LocalPath:
+    def __init__(self, path: str):
+        self.path = path
+
+    def getParent(self):  # noqa: N802 - mirrors org.apache.hadoop.fs.Path
+        parent = os.path.dirname(self.path.rstrip("/"))
+        return _LocalPath(parent) if parent and parent != self.path else None
+
+    def __str__(self):
+        return self.path
+
+
+class _LocalStatus:
+    def __init__(self, path: _LocalPath):
+        self.path = path
+
+    def getPath(self) -> _LocalPath:  # noqa: N802
+        return self.path
+
+
+class _LocalFS:
+    """The subset of Hadoop's FileSystem the sinks use, on the local filesystem (for Spark Connect)."""
+
+    def exists(self, p: _LocalPath) -> bool:
+        return os.path.exists(p.path)
+
+    def mkdirs(self, p: _LocalPath) -> bool:
+        os.makedirs(p.path, exist_ok=True)
+        return True
+
+    def rename(self, src: _LocalPath, dst: _LocalPath) -> bool:
+        if os.path.exists(dst.path):
+            return False
+        os.rename(src.path, dst.path)
+        return True
+
+    def globStatus(self, p: _LocalPath) -> list:  # noqa: N802
+        import glob
+
+        return [_LocalStatus(_LocalPath(m)) for m in sorted(glob.glob(p.path))]
+
+    def delete(self, p: _LocalPath, recursive: bool) -> bool:
+        import shutil
+
+        if os.path.isdir(p.path) and recursive:
+            shutil.rmtree(p.path)
+        elif os.path.exists(p.path):
+            os.remove(p.path)
+        else:
+            return False
+        return True
+
+
+def local_path(path: str) -> str:
+    """The local filesystem path of `path` (plain or file://); RuntimeFailure for other schemes."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return parsed.path if parsed.scheme == "file" else path
+    raise not_supported(f"committing a sink on `{parsed.scheme}://` (atomic rename through Hadoop's FileSystem)",
+                        hint="over Spark Connect sinks commit by a local rename: use a local or file:// path on a "
+                             "filesystem the client and the server share, or run with --master")
+
+
+def connect_fs(path: str):
+    """(filesystem, path) for the sinks' commit protocol over Spark Connect."""
+    p = _LocalPath(local_path(path))
+    return _LocalFS(), p
+
+
+# ---- job groups (counting a round's Spark jobs) ---------------------------------------------
+
+
+def set_job_group(spark, group: str, description: str) -> None:
+    """Tag the following Spark jobs with `group` (a no-op over Spark Connect, which has no job groups)."""
+    if not is_connect(spark):
+        spark.sparkContext.setJobGroup(group, description)
+
+
+def jobs_in_group(spark, group: str) -> int:
+    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker."""
+    if is_connect(spark):
+        return -1
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
