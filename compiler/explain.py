@@ -40,15 +40,18 @@ def _describe(plan: Plan, node) -> str:
     return ""
 
 
-def _options(plan: Plan, scope) -> str:
+def loop_options(plan: Plan, scope) -> str:
+    """A loop's options as written in .flow (shared by `explain` and the topology graph)."""
     o = scope.options
     parts = []
     if "rounds" in o:
         parts.append(f"rounds {_val(o['rounds'])}")
     if "until" in o:
         parts.append(f"until empty({_until_name(plan, o['until'])})")
-    parts.append(f"max {_val(o['max'])}")
-    parts.append(f"on max {o['on_max']}")
+    if "max" in o:
+        parts.append(f"max {_val(o['max'])}")
+    if "on_max" in o:
+        parts.append(f"on max {o['on_max']}")
     if "snapshot_every" in o:
         parts.append(f"snapshot every {_val(o['snapshot_every'])}")
     if o.get("snapshot_recompute"):
@@ -62,7 +65,7 @@ def _until_name(plan: Plan, node_id) -> str:
 
 
 def _val(v):
-    return f"${v['param']}" if isinstance(v, dict) else v
+    return f"${v['param']}" if isinstance(v, dict) and "param" in v else str(v)
 
 
 def explain(plan: Plan) -> str:
@@ -79,7 +82,7 @@ def explain(plan: Plan) -> str:
             out.append(f"{indent}pipeline")
         else:
             names = lambda ids: ", ".join(plan.nodes[i].name for i in ids) or "-"  # noqa: E731
-            out.append(f"{indent}{s.kind} {s.id} [{_options(plan, s)}] vars: {names(s.vars)}; imports: {names(s.imports)}")
+            out.append(f"{indent}{s.kind} {s.id} [{loop_options(plan, s)}] vars: {names(s.vars)}; imports: {names(s.imports)}")
         for c in s.children:
             tree(c, indent + "  ")
 

@@ -62,6 +62,7 @@ from typing import Callable, Iterable
 from attrs import define, field, frozen
 
 from scopeflow.compiler.expr import TCall, TCol, TLit, TParam
+from scopeflow.compiler.explain import loop_options as explain_loop_options
 from scopeflow.compiler.plan import Node, Plan, Scope
 
 EXIT_OK, EXIT_USAGE, EXIT_RUNTIME = 0, 2, 4
@@ -452,22 +453,7 @@ def loop_title(scope: Scope) -> str:
 
 
 def loop_options(plan: Plan, scope: Scope) -> str:
-    o = scope.options
-    parts = []
-    if "rounds" in o:
-        parts.append(f"rounds {_value(o['rounds'])}")
-    if "until" in o:
-        target = plan.nodes.get(o["until"])
-        parts.append(f"until empty({target.label() if target else o['until']})")
-    if "max" in o:
-        parts.append(f"max {_value(o['max'])}")
-    if "on_max" in o:
-        parts.append(f"on max {o['on_max']}")
-    if "snapshot_every" in o:
-        parts.append(f"snapshot every {_value(o['snapshot_every'])}")
-    if o.get("snapshot_recompute"):
-        parts.append("snapshot recompute")
-    return ", ".join(parts)
+    return explain_loop_options(plan, scope)
 
 
 def _scope_items(plan: Plan, scope: Scope) -> Iterable[tuple[str, object]]:
