@@ -9,11 +9,12 @@ DEMO        := examples/connected_components.flow
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup venv system-deps test demo data clean distclean
+.PHONY: help setup venv system-deps test test-cluster demo data clean distclean
 
 help:
 	@echo "make venv         Java 17 + graphviz (apt, if missing), .venv, pip install -e '.[dev]'"
 	@echo "make test         run the test suite (PYTEST_ARGS='-k foo -x' to pass options)"
+	@echo "make test-cluster the standalone-cluster and Spark Connect tests (real master and workers)"
 	@echo "make demo         run $(DEMO) and draw its graph into examples/out/"
 	@echo "make system-deps  only install Java 17 and graphviz if missing"
 	@echo "make data         regenerate examples/data/long_path.csv"
@@ -28,6 +29,9 @@ system-deps:
 
 test: venv
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-cluster: venv
+	$(PY) -m pytest -q -m cluster tests/cluster $(PYTEST_ARGS)
 
 demo: venv
 	$(SCOPEFLOW) run $(DEMO)
