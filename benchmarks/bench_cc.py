@@ -442,7 +442,8 @@ ratios more than the absolute times.
 
 - One SparkSession for everything (`scopeflow.runtime.session.build_session`, `local[*]`),
   `spark.sql.shuffle.partitions` = `spark.default.parallelism` = {args.partitions}, driver memory
-  {args.driver_memory}; the same session settings for all contenders. scopeflow turns AQE and
+  {args.driver_memory}, `spark.sql.ui.retainedExecutions` = 20 (see below); the same session settings for all
+  contenders. scopeflow turns AQE and
   auto-broadcast off inside loops itself; the hand-written delta version does the same; the naive loop
   keeps Spark's defaults (AQE on).
 - JVM warm-up first: every contender once on examples/data/graph.csv.
@@ -450,7 +451,13 @@ ratios more than the absolute times.
   (read CSV, iterate, write CSV output). "best" = minimum, "median" = median of the runs.
 - Every output was checked: equal to the reference (networkx for the path graph, union-find for the
   random graph) and therefore to the other contenders (same set of (id, label) rows).
-- naive runs are stopped after {args.naive_limit:.0f} s (reported as "> X s (stopped after N rounds)").
+- naive runs are stopped after {args.naive_limit:.0f} s (reported as "> X s (stopped after N rounds)"); the limit
+  is checked between rounds.
+- Why `spark.sql.ui.retainedExecutions` = 20: the SQL status store keeps a plan graph for every query, UI or
+  not. The naive loop's plans grow with its lineage; with Spark's default of 1,000 retained queries a first
+  attempt of this benchmark drove the 4 GB driver into back-to-back full GCs on the path graph (1,100 s of
+  full GC within 30 minutes; 3.4M `SQLPlanMetric` objects and 2.1 GB of byte arrays on the heap) and it
+  had to be killed. Keeping 20 bounds that memory for everyone; it changes nothing in how queries run.
 
 Graphs (benchmarks/gen_graphs.py):
 
@@ -526,9 +533,13 @@ def main() -> int:
 
     from scopeflow.runtime.session import build_session
 
+    # spark.sql.ui.retainedExecutions: the SQL status store keeps a plan graph per query even with the UI
+    # off. The naive loop's plans grow with the lineage, and with the default (1000 retained queries)
+    # they filled the 4 GB driver heap on the path graph: continuous full GCs (1,100 s of GC in a
+    # 30-minute run; 3.4M SQLPlanMetric objects, 2.1 GB of byte arrays), which also slows down whatever
+    # runs next in the same JVM. Retaining 20 keeps the comparison about the loops, for everyone alike.
     conf = {"spark.sql.shuffle.partitions": str(args.partitions), "spark.default.parallelism": str(args.partitions),
-            "spark.driver.memory": args.driver_memory, "spark.ui.retainedJobs": "10000",
-            "spark.ui.retainedStages": "20000"}
+            "spark.driver.memory": args.driver_memory, "spark.sql.ui.retainedExecutions": "20"}
     spark = build_session("scopeflow-bench-cc", conf=conf)
 
     small = os.path.join(ROOT, "examples", "data", "graph.csv")
