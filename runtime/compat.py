@@ -44,6 +44,18 @@ _NOTED: set = set()
 # ---- what kind of session -------------------------------------------------------------------
 
 
+_CACHED: dict = {}  # (id(session), key) -> (session, value)
+
+
+def cached(spark, key, build):
+    """`build()` once per session: JVM handles and constant Columns that a loop round would otherwise
+    rebuild every round, each piece a JVM round trip (Columns are immutable and can be reused)."""
+    hit = _CACHED.get((id(spark), key))
+    if hit is None or hit[0] is not spark:
+        hit = _CACHED[(id(spark), key)] = (spark, build())
+    return hit[1]
+
+
 def is_connect(spark) -> bool:
     """A Spark Connect session (no JVM, no py4j on this side)."""
     return not hasattr(spark, "_jsc")
@@ -291,6 +303,10 @@ def prepare(spark) -> None:
 
 
 def checkpoint_mode(spark) -> str:
+    return cached(spark, "checkpoint-mode", lambda: _checkpoint_mode(spark))
+
+
+def _checkpoint_mode(spark) -> str:
     if is_connect(spark):
         return "connect"
     mode = spark.sparkContext._conf.get(CHECKPOINT_MODE, "auto")  # not getConf(): it copies every entry over py4j

@@ -107,7 +107,7 @@ class Job:
         """Attach operator `op`'s record counter; Spark fills it in the job that computes `df`."""
         if not self.counters:
             return df
-        return df.observe(op, F.count(F.lit(1)).alias("n"))
+        return df.observe(op, compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n")))
 
     def agg_column(self, fn: str, col: Optional[Column]) -> Column:
         return _AGGS[fn](col)
@@ -241,7 +241,8 @@ class Job:
         if not self.counters or compat.is_connect(self.spark):  # no JVM counters over Connect
             return compat.observed(self.spark) or {}
         jvm = self.spark._jvm
-        collector = getattr(getattr(jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"), "MODULE$")
+        collector = compat.cached(self.spark, "metrics-collector", lambda: getattr(
+            getattr(jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"), "MODULE$"))
         out: dict = {}
         for df in frames:
             metrics = collector.collect(df._jdf.queryExecution().executedPlan())

@@ -72,10 +72,12 @@ class Round:
 
     def reduce(self, op: str, df: DataFrame, keys: list, aggs: list) -> DataFrame:
         """`reduce(by keys, name = fn(column), ...)`: fold the round's records into the keyed state."""
-        delta = df.groupBy(*keys).agg(*[self.job.agg_column(fn, col).alias(name) for name, fn, col in aggs])
         state = self.states.get(op)
         if state is None:
             state = self.states[op] = ReduceState(op, list(keys), [(name, fn) for name, fn, _ in aggs])
+        if state.delta_aggs is None:  # built once per activation: the aggregates are the same every round
+            state.delta_aggs = [self.job.agg_column(fn, col).alias(name) for name, fn, col in aggs]
+        delta = df.groupBy(*keys).agg(*state.delta_aggs)
         return self.count(op, state.step(self, delta))
 
     def distinct(self, op: str, df: DataFrame) -> DataFrame:
@@ -213,10 +215,10 @@ def restored_state(job, op: str, doc: dict, restore):
         state = DistinctState(op, doc["columns"])
     restore_frame = job.recovery.state_frame
     main = restore_frame(doc["main"]).select(*state.columns)
+    if doc.get("extra") is not None:  # a two-part state (snapshots taken by older versions)
+        main = main.unionByName(restore_frame(doc["extra"]).select(*state.columns))
     state.main = main.repartition(job.partitions, *state.keys)
-    if doc.get("extra") is not None:
-        state.extra = restore_frame(doc["extra"]).select(*state.columns)
-    state.main_rows, state.extra_rows = doc["main_rows"], doc["extra_rows"]
+    state.main_rows = doc["main_rows"] + (doc.get("extra_rows") or 0)
     return state
 
 
@@ -276,12 +278,20 @@ def tagged_counts(frames: list[tuple[str, DataFrame]]) -> dict:
     """
     from pyspark.sql import Observation
 
-    tagged = union_all([df.select(F.lit(i).alias("_sf_o")) for i, (_, df) in enumerate(frames)])
+    # SQL text, not Column calls: each Column call is a JVM round trip, and this runs every round.
+    tagged = union_all([df.selectExpr(f"{i} AS _sf_o") for i, (_, df) in enumerate(frames)])
     obs = Observation("round")
-    counters = [F.sum(F.when(F.col("_sf_o") == i, 1).otherwise(0)).alias(f"c{i}") for i in range(len(frames))]
-    tagged.observe(obs, *counters).write.format("noop").mode("overwrite").save()
+    tagged.observe(obs, *_counters(len(frames))).write.format("noop").mode("overwrite").save()
     values = obs.get
     return {key: int(values.get(f"c{i}") or 0) for i, (key, _) in enumerate(frames)}
+
+
+def _counters(n: int) -> list:
+    """`count_if(_sf_o = i)` for i < n (SQL text: one JVM call each, built once per session and size)."""
+    from pyspark.sql import SparkSession
+
+    return compat.cached(SparkSession.getActiveSession(), ("round-counters", n),
+                         lambda: [F.expr(f"count_if(_sf_o = {i})").alias(f"c{i}") for i in range(n)])
 
 
 def detach_statistics(spark, ck: DataFrame) -> DataFrame:
@@ -293,12 +303,15 @@ def detach_statistics(spark, ck: DataFrame) -> DataFrame:
     each round (a `BigInt` that exhausts the heap after a few hundred rounds).
     A checkpoint is a fresh leaf: it starts from Spark's default estimate.
     """
-    jvm = spark._jvm
     plan = ck._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() != "LogicalRDD":
         return ck
-    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    none, dataset = compat.cached(spark, "detach-handles", lambda: _detach_handles(spark._jvm))
     fresh = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(), plan.isStreaming(),
                       plan.stream(), spark._jsparkSession, none, none, plan.isCheckpointedInput())
-    dataset = getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$")
     return DataFrame(dataset.ofRows(spark._jsparkSession, fresh), spark)
+
+
+def _detach_handles(jvm) -> tuple:
+    none = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    return none, getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$")

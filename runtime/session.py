@@ -89,6 +89,9 @@ def local_defaults() -> dict:
         "spark.python.worker.reuse": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
+        # PySpark's DataFrame call-site capture costs ~5 JVM round trips per Column function call, which
+        # dominated a loop round's driver time; scopeflow maps failures to .flow lines itself.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
 
 

@@ -1,17 +1,21 @@
 """State of `reduce` and `distinct` inside a loop activation, updated from each round's delta.
 
 The state is never recomputed from the history: each round joins only the
-round's delta against it. To keep that join free of a full shuffle, the
-state lives in two parts:
+round's delta against it. The state is one frame, hash-partitioned by its key
+columns, with a flag column `_sf_ch` that marks the keys the round changed:
 
-- ``main``: hash-partitioned by the key columns (the same partitioning as the
-  round's aggregated delta), so the delta joins it partition-by-partition;
-- ``extra``: keys first seen after ``main`` was built — small, unpartitioned.
+    state'  =  (state LEFT JOIN delta, folded, flagged if the value changed)
+               UNION (delta keys not in state, flagged)
 
-When ``extra`` grows past a fraction of ``main`` the two are compacted into a
-new ``main`` inside the round's own job. Every DataFrame produced here is a
-lazy checkpoint of the round (`Round.checkpoint`), materialised by the round's
-single Spark job.
+The state side of both joins is already partitioned by the keys, like the
+round's aggregated delta, so neither join shuffles the state, and the union
+keeps that partitioning for the next round. `state'` is the round's ONE
+checkpoint for the operator (materialised by the round's single Spark job);
+the operator's output — the new or changed keys — is a filter on it
+(`_sf_ch`), not a second copy.
+
+Column expressions depend only on the keys and aggregates, so they are built
+once per state and reused every round: each Column call is a JVM round trip.
 """
 from __future__ import annotations
 
@@ -21,10 +25,9 @@ from typing import Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-COMPACT_FRACTION = 0.25
-COMPACT_MIN_ROWS = 50_000
-
-_IN_MAIN, _IN_EXTRA, _NEW = 1, 2, 0
+FLAG = "_sf_ch"  # the round changed (or added) this key
+SIDE = "_sf_side"
+_OLD, _NEW = 1, 2
 
 
 def _combine(fn: str, old: Column, new: Column) -> Column:
@@ -42,39 +45,53 @@ def _combine(fn: str, old: Column, new: Column) -> Column:
 
 
 class KeyedState:
-    """Shared bookkeeping of the two-part state."""
+    """The state frame of one operator and the bookkeeping around the round's job."""
 
     def __init__(self, op: str, keys: list[str], columns: list[str]):
         self.op = op
         self.keys = keys
         self.columns = columns  # every output column, keys first
-        self.main: Optional[DataFrame] = None
-        self.extra: Optional[DataFrame] = None
+        self.main: Optional[DataFrame] = None  # the state: `columns` (+ `_sf_ch` when it is a round checkpoint)
+        self.extra: Optional[DataFrame] = None  # only ever set by snapshots of older scopeflow versions
         self.main_rows = 0
         self.extra_rows = 0
-        self._next: Optional[tuple] = None  # (main, extra, main_key, extra_key) pending the round's job
+        self._next: Optional[DataFrame] = None  # the new state, pending the round's job
+        self._cols: dict = {}
 
-    def full(self) -> Optional[DataFrame]:
+    @property
+    def key(self) -> str:
+        return f"{self.op}/state"
+
+    def current(self) -> Optional[DataFrame]:
+        """The state's records, without the round flag."""
         if self.main is None:
             return None
-        return self.main if self.extra is None else self.main.unionByName(self.extra)
+        main = self.main.select(*self._c("plain"))
+        return main if self.extra is None else main.unionByName(self.extra.select(*self._c("plain")))
 
-    def _compacted(self, partitions: int) -> tuple[DataFrame, Optional[DataFrame]]:
-        if self.extra is not None and self.extra_rows > max(COMPACT_MIN_ROWS, COMPACT_FRACTION * self.main_rows):
-            merged = self.main.unionByName(self.extra).repartition(partitions, *self.keys)
-            return merged, None
-        return self.main, self.extra
+    full = current
+
+    def _c(self, name: str):
+        cols = self._cols.get("common")
+        if cols is None:
+            cols = self._cols["common"] = {"plain": [F.col(c) for c in self.columns],
+                                           "new": [*(F.col(c) for c in self.columns), F.lit(True).alias(FLAG)],
+                                           "old": [*(F.col(c) for c in self.columns), F.lit(False).alias(FLAG)],
+                                           "flagged": F.col(FLAG)}
+        return cols[name]
+
+    def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
+        """Checkpoint the new state in the round's job; return the round's output (the flagged keys)."""
+        ck = rnd.checkpoint(self.key, new_state)
+        self._next = ck
+        return ck.where(self._c("flagged")).select(*self._c("plain"))
 
     def commit(self, counts: dict) -> None:
         """Adopt the state materialised by the round's job (called after the job)."""
         if self._next is None:
             return
-        main, extra, main_key, extra_key = self._next
-        self.main, self.extra = main, extra
-        self.main_rows = counts.get(main_key, self.main_rows)
-        self.extra_rows = counts.get(extra_key, 0) if extra is not None else 0
-        if self.extra_rows == 0:  # nothing outside main: later rounds skip the extra join
-            self.extra = None
+        self.main, self.extra = self._next, None
+        self.main_rows, self.extra_rows = counts.get(self.key, self.main_rows), 0
         self._next = None
 
     def parts(self) -> list[DataFrame]:
@@ -85,43 +102,41 @@ class ReduceState(KeyedState):
     def __init__(self, op: str, keys: list[str], aggs: list[tuple[str, str]]):
         super().__init__(op, keys, keys + [a for a, _ in aggs])
         self.aggs = aggs  # (output column, aggregate function)
+        self.delta_aggs: Optional[list] = None  # the round's aggregate Columns (Round.reduce)
+
+    def _fold_columns(self) -> dict:
+        cols = self._cols.get("fold")
+        if cols is None:
+            side = F.col(SIDE)
+            has_old, has_new = F.col("_sf_has_old"), F.col("_sf_has_new")
+            per_key = [F.max(side == _OLD).alias("_sf_has_old"), F.max(side == _NEW).alias("_sf_has_new")]
+            for a, _ in self.aggs:  # each side holds at most one row per key
+                per_key += [F.first(F.when(side == _OLD, F.col(a)), ignorenulls=True).alias(f"_sf_old_{a}"),
+                            F.first(F.when(side == _NEW, F.col(a)), ignorenulls=True).alias(f"_sf_new_{a}")]
+            old = {a: F.col(f"_sf_old_{a}") for a, _ in self.aggs}
+            new = {a: F.when(~has_old, F.col(f"_sf_new_{a}")).when(~has_new, old[a])
+                   .otherwise(_combine(fn, old[a], F.col(f"_sf_new_{a}"))) for a, fn in self.aggs}
+            changed = _fold(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
+            cols = self._cols["fold"] = {
+                "old": [*(F.col(c) for c in self.columns), F.lit(_OLD).alias(SIDE)],
+                "new": [*(F.col(c) for c in self.columns), F.lit(_NEW).alias(SIDE)],
+                "per_key": per_key,
+                "folded": [*(F.col(k) for k in self.keys), *(new[a].alias(a) for a, _ in self.aggs),
+                           changed.alias(FLAG)]}
+        return cols
 
     def step(self, rnd, delta: DataFrame) -> DataFrame:
-        """Fold the round's aggregated delta in; return the keys that are new or changed."""
-        keys = self.keys
-        if self.main is None:
-            changed = rnd.checkpoint(f"{self.op}/changed", delta.select(*self.columns))
-            self._next = (changed, None, f"{self.op}/changed", None)
-            return changed
-        main, extra = self._compacted(rnd.partitions)
-        j = delta.alias("d").join(main.withColumn("_sf_in", F.lit(_IN_MAIN)).alias("m"), keys, "left")
-        if extra is not None:
-            j = j.join(extra.withColumn("_sf_in", F.lit(_IN_EXTRA)).alias("x"), keys, "left")
-            where = F.coalesce(F.col("m._sf_in"), F.col("x._sf_in"), F.lit(_NEW))
-            old = {a: F.when(F.col("m._sf_in").isNotNull(), F.col(f"m.{a}")).otherwise(F.col(f"x.{a}"))
-                   for a, _ in self.aggs}
-        else:
-            where = F.coalesce(F.col("m._sf_in"), F.lit(_NEW))
-            old = {a: F.col(f"m.{a}") for a, _ in self.aggs}
-        new = {a: _combine(fn, old[a], F.col(f"d.{a}")) for a, fn in self.aggs}
-        differs = _fold(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs])
-        merged = j.select(*[F.col(k) for k in keys], *[new[a].alias(a) for a, _ in self.aggs], where.alias("_sf_in"))
-        changed_all = rnd.checkpoint(f"{self.op}/changed", merged.where((F.col("_sf_in") == _NEW) | differs))
-        upd = changed_all.where(F.col("_sf_in") == _IN_MAIN).select(
-            *keys, *[F.col(a).alias(f"_sf_new_{a}") for a, _ in self.aggs])
-        new_main = main.join(upd, keys, "left").select(
-            *keys, *[F.coalesce(F.col(f"_sf_new_{a}"), F.col(a)).alias(a) for a, _ in self.aggs])
-        main_ck = rnd.checkpoint(f"{self.op}/main", new_main)
-        fresh = changed_all.where(F.col("_sf_in") == _NEW).select(*self.columns)
-        if extra is not None:
-            upd_x = changed_all.where(F.col("_sf_in") == _IN_EXTRA).select(
-                *keys, *[F.col(a).alias(f"_sf_new_{a}") for a, _ in self.aggs])
-            kept = extra.join(upd_x, keys, "left").select(
-                *keys, *[F.coalesce(F.col(f"_sf_new_{a}"), F.col(a)).alias(a) for a, _ in self.aggs])
-            fresh = kept.unionByName(fresh)
-        extra_ck = rnd.checkpoint(f"{self.op}/extra", fresh)
-        self._next = (main_ck, extra_ck, f"{self.op}/main", f"{self.op}/extra")
-        return changed_all.select(*self.columns)
+        """Fold the round's aggregated delta in; return the keys that are new or changed.
+
+        The state and the delta (both partitioned by the keys, at most one row per key each) are
+        unioned and grouped by the keys: a keyed fold without a join, without a shuffle of the
+        state, and null keys fold like any other key."""
+        state = self.current()
+        if state is None:
+            return self._adopt(rnd, delta.select(*self._c("new")))
+        c = self._fold_columns()
+        both = state.select(*c["old"]).unionByName(delta.select(*c["new"]))
+        return self._adopt(rnd, both.groupBy(*self.keys).agg(*c["per_key"]).select(*c["folded"]))
 
 
 class DistinctState(KeyedState):
@@ -129,20 +144,22 @@ class DistinctState(KeyedState):
         super().__init__(op, list(columns), list(columns))
 
     def step(self, rnd, df: DataFrame) -> DataFrame:
-        """The round's distinct records that no earlier round of the activation output."""
-        d = df.select(*self.columns).distinct()
-        if self.main is None:
-            new = rnd.checkpoint(f"{self.op}/new", d)
-            self._next = (new, None, f"{self.op}/new", None)
-            return new
-        main, extra = self._compacted(rnd.partitions)
-        fresh = d.join(main, self.columns, "left_anti")
-        if extra is not None:
-            fresh = fresh.join(extra, self.columns, "left_anti")
-        new = rnd.checkpoint(f"{self.op}/new", fresh)
-        extra_next = new if extra is None else rnd.checkpoint(f"{self.op}/extra", extra.unionByName(new))
-        extra_key = f"{self.op}/new" if extra is None else f"{self.op}/extra"
-        if main is not self.main:  # compacted this round: the new main must be materialised too
-            main = rnd.checkpoint(f"{self.op}/main", main)
-        self._next = (main, extra_next, f"{self.op}/main", extra_key)
-        return new
+        """The round's distinct records that no earlier round of the activation output.
+
+        Like `ReduceState.step`: state and the round's records unioned and grouped by every column
+        (the state is already partitioned that way), so records with nulls are deduplicated too."""
+        state = self.current()
+        if state is None:
+            return self._adopt(rnd, df.select(*self._c("plain")).distinct().select(*self._c("new")))
+        c = self._distinct_columns()
+        both = state.select(*c["old"]).unionByName(df.select(*c["new"]))
+        return self._adopt(rnd, both.groupBy(*self.columns).agg(c["flag"]))
+
+    def _distinct_columns(self) -> dict:
+        cols = self._cols.get("distinct")
+        if cols is None:
+            cols = self._cols["distinct"] = {
+                "old": [*(F.col(c) for c in self.columns), F.lit(_OLD).alias(SIDE)],
+                "new": [*(F.col(c) for c in self.columns), F.lit(_NEW).alias(SIDE)],
+                "flag": (~F.max(F.col(SIDE) == _OLD)).alias(FLAG)}
+        return cols

@@ -30,13 +30,27 @@ def copy_example(tmp_path, name):
     return str(tmp_path / name)
 
 
-class Harness:
-    """Runs `scopeflow run` as a subprocess, kills it with SIGKILL, resumes until it completes."""
+def write_path_graph(path, vertices: int, seed: int) -> None:
+    """A path 1 - 2 - ... - n with its edges in shuffled order: connected components takes ~n rounds."""
+    order = list(range(1, vertices))
+    random.Random(seed).shuffle(order)
+    path.write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in order))
 
-    def __init__(self, flow, args, rng):
+
+class Harness:
+    """Runs `scopeflow run` as a subprocess, SIGKILLs it, resumes, until it completes.
+
+    Kills are paced by the job's own progress, not by the wall clock: a kill comes once the run has
+    committed a random number of new snapshots since it started, plus a random extra delay that lands
+    it mid-round, mid-snapshot-write or mid-sink-commit.  So every kill is a real interruption and every
+    resume makes progress, on a slow machine and on a fast one alike.
+    """
+
+    def __init__(self, flow, args, rng, checkpoint):
         self.flow = flow
         self.args = args
         self.rng = rng
+        self.checkpoint = checkpoint
         self.kills = 0
         self.resumes = 0
 
@@ -49,34 +63,54 @@ class Harness:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 start_new_session=True)
 
-    def kill_after(self, proc, seconds: float) -> bool:
-        """SIGKILL the whole process group (driver and JVM) after `seconds`; False if it finished first."""
+    def committed(self) -> int:
+        """Sequence number of the newest committed snapshot (0 when there is none)."""
         try:
-            proc.wait(timeout=seconds)
-            return False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            self.kills += 1
-            return True
+            names = os.listdir(self.checkpoint)
+        except FileNotFoundError:
+            return 0
+        return max([int(n[5:]) for n in names if n.startswith("snap-") and not n.endswith(".tmp")
+                    and os.path.exists(os.path.join(self.checkpoint, n, "manifest.json"))], default=0)
 
-    def run(self, delays, faults=()):
-        """Kill at each delay (seconds after start), then resume to completion; faults kill at a code point."""
-        resume = False
-        for fault in faults:
-            proc = self.start(resume, fault)
-            proc.wait(timeout=600)
-            if proc.returncode == -signal.SIGKILL:
+    def kill_after_progress(self, proc, snapshots: int, extra: float) -> bool:
+        """SIGKILL the process group once `snapshots` new snapshots are committed, `extra` s later.
+
+        False if the run finished first."""
+        target = self.committed() + snapshots
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            if self.committed() >= target:
+                time.sleep(extra)
+                if proc.poll() is not None:
+                    break
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 self.kills += 1
-            resume = True
-        for delay in delays:
+                return True
+            time.sleep(0.05)
+        proc.communicate(timeout=600)
+        return False
+
+    def run(self, kills: int, most_snapshots: int = 3, faults=()):
+        """Up to `kills` progress-paced kills, then one run per fault (killed at that code point), then to the end."""
+        resume = False
+        for _ in range(kills):
             proc = self.start(resume)
-            finished = not self.kill_after(proc, delay)
+            finished = not self.kill_after_progress(proc, self.rng.randint(1, most_snapshots),
+                                                    self.rng.uniform(0.0, 1.5))
             resume = True
             if finished:
                 assert proc.returncode == 0, proc.stderr.read()
                 return proc
             self.resumes += 1
+        for fault in faults:
+            proc = self.start(resume, fault)
+            proc.communicate(timeout=600)
+            assert proc.returncode in (0, -signal.SIGKILL), proc.returncode
+            if proc.returncode == 0:
+                return proc
+            self.kills += 1
+            resume = True
         proc = self.start(True)
         out, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err
@@ -87,23 +121,24 @@ def test_kill_and_resume_cc_sssp_kcore_match_references(tmp_path):
     """At least 20 SIGKILL/resume cycles over three pipelines; every output equals its reference exactly."""
     rng = random.Random(20261122)
     total_kills = 0
-    # connected components on a 400-vertex path: ~400 rounds, snapshots every 7 rounds
+    # connected components on a 160-vertex path (edges shuffled): ~160 rounds, a snapshot every 4
     cc_dir = tmp_path / "cc"
     cc_dir.mkdir()
     cc = copy_example(cc_dir, "connected_components.flow")
-    h = Harness(cc, ["--param", "edges_path=data/long_path.csv", "--checkpoint", str(cc_dir / "ck"),
-                     "--snapshot-every", "7"], rng)
-    h.run([rng.uniform(9, 16) for _ in range(8)], faults=["snapshot-write", "sink-commit"])
+    write_path_graph(cc_dir / "data" / "path160.csv", 160, seed=11)
+    h = Harness(cc, ["--param", "edges_path=data/path160.csv", "--checkpoint", str(cc_dir / "ck"),
+                     "--snapshot-every", "4"], rng, cc_dir / "ck")
+    h.run(12, most_snapshots=2, faults=["snapshot-write", "sink-commit"])
     got = read_output(str(cc_dir / "out/components"), (int, int))
-    edges = reference.read_csv_rows(os.path.join(DATA, "long_path.csv"), (int, int))
+    edges = reference.read_csv_rows(str(cc_dir / "data" / "path160.csv"), (int, int))
     assert Counter(got) == Counter(reference.connected_components(edges).items())
     total_kills += h.kills
     # SSSP
     sp_dir = tmp_path / "sssp"
     sp_dir.mkdir()
     sp = copy_example(sp_dir, "sssp.flow")
-    h = Harness(sp, ["--checkpoint", str(sp_dir / "ck"), "--snapshot-every", "1"], rng)
-    h.run([rng.uniform(7, 11) for _ in range(5)], faults=["snapshot-write"])
+    h = Harness(sp, ["--checkpoint", str(sp_dir / "ck"), "--snapshot-every", "1"], rng, sp_dir / "ck")
+    h.run(3, most_snapshots=1, faults=["snapshot-write"])
     got = read_output(str(sp_dir / "out/distances"), (int, float))
     wedges = reference.read_csv_rows(os.path.join(DATA, "wgraph.csv"), (int, int, float))
     assert Counter(got) == Counter(reference.sssp(wedges, 1).items())
@@ -112,8 +147,8 @@ def test_kill_and_resume_cc_sssp_kcore_match_references(tmp_path):
     kc_dir = tmp_path / "kcore"
     kc_dir.mkdir()
     kc = copy_example(kc_dir, "kcore.flow")
-    h = Harness(kc, ["--checkpoint", str(kc_dir / "ck"), "--snapshot-every", "1"], rng)
-    h.run([rng.uniform(8, 14) for _ in range(6)], faults=["snapshot-write"])
+    h = Harness(kc, ["--checkpoint", str(kc_dir / "ck"), "--snapshot-every", "1"], rng, kc_dir / "ck")
+    h.run(3, most_snapshots=2, faults=["snapshot-write"])
     got = read_output(str(kc_dir / "out/cores"), (int, int))
     edges = reference.read_csv_rows(os.path.join(DATA, "kcore.csv"), (int, int))
     assert Counter(got) == Counter(reference.core_numbers(edges).items())
@@ -252,13 +287,12 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
     ck = str(tmp_path / "ck")
-    order = list(range(1, 150))
-    random.Random(3).shuffle(order)
-    (tmp_path / "data" / "path150.csv").write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in order))
-    args = ["--param", "edges_path=data/path150.csv", "--checkpoint", ck, "--snapshot-every", "5"]
+    write_path_graph(tmp_path / "data" / "path100.csv", 100, seed=3)
+    args = ["--param", "edges_path=data/path100.csv", "--checkpoint", ck, "--snapshot-every", "5"]
     args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
-    h = Harness(cc, args, random.Random(7))
-    h.run([10.0, 13.0], faults=["sink-commit"])
-    edges = reference.read_csv_rows(str(tmp_path / "data" / "path150.csv"), (int, int))
+    h = Harness(cc, args, random.Random(7), tmp_path / "ck")
+    h.run(2, faults=["sink-commit"])
+    assert h.kills == 3, "every kill must land before the run completes"
+    edges = reference.read_csv_rows(str(tmp_path / "data" / "path100.csv"), (int, int))
     assert Counter(read_output(str(tmp_path / "out/components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
