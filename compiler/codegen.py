@@ -229,10 +229,12 @@ class Codegen:
         how = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi",
                "anti": "left_anti"}[a["how"]]
         joined = f"{left}.alias({_py(la)}).join({right}.alias({_py(ra)}), {cond}, {_py(how)})"
-        if a["how"] in ("semi", "anti"):
-            left_cols = ", ".join(f"F.col({_py(la + '.' + f)})" for f in a["left_fields"])
-            return f"{joined}.select({left_cols})"
+        if a["how"] in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
+            return joined
         shared = {lk for lk, rk in a["keys"] if lk == rk}
+        right_fields = [f.name for f in node.schema.fields if f.name not in a["left_fields"]]
+        if not shared and [f.name for f in node.schema.fields] == [*a["left_fields"], *right_fields]:
+            return joined  # the join's own output already has the node's columns in order: no projection
         cols = []
         for f in node.schema.fields:
             if f.name in shared:

@@ -214,11 +214,8 @@ def restored_state(job, op: str, doc: dict, restore):
     else:
         state = DistinctState(op, doc["columns"])
     restore_frame = job.recovery.state_frame
-    main = restore_frame(doc["main"]).select(*state.columns)
-    if doc.get("extra") is not None:  # a two-part state (snapshots taken by older versions)
-        main = main.unionByName(restore_frame(doc["extra"]).select(*state.columns))
-    state.main = main.repartition(job.partitions, *state.keys)
-    state.main_rows = doc["main_rows"] + (doc.get("extra_rows") or 0)
+    state.main = restore_frame(doc["main"]).select(*state.columns).repartition(job.partitions, *state.keys)
+    state.main_rows = doc["main_rows"]
     return state
 
 

@@ -66,7 +66,7 @@ class Restore:
 
     round: int
     variables: dict
-    states: dict  # op -> dict(kind, keys, aggs, main, extra, main_rows, extra_rows)
+    states: dict  # op -> dict(kind, keys, columns, aggs, main, main_rows)
     emitted: dict
     last: dict
     received: dict
@@ -236,8 +236,7 @@ class SnapshotStore:
         kind = "reduce" if hasattr(st, "aggs") else "distinct"
         return {"kind": kind, "keys": st.keys, "columns": st.columns,
                 "aggs": [list(a) for a in getattr(st, "aggs", [])],
-                "main": self._frame(st.main, frames), "extra": self._frame(st.extra, frames) if st.extra is not None
-                else None, "main_rows": st.main_rows, "extra_rows": st.extra_rows}
+                "main": self._frame(st.main, frames), "main_rows": st.main_rows}
 
     @staticmethod
     def _frame(df: DataFrame, frames: list) -> dict:

@@ -52,9 +52,7 @@ class KeyedState:
         self.keys = keys
         self.columns = columns  # every output column, keys first
         self.main: Optional[DataFrame] = None  # the state: `columns` (+ `_sf_ch` when it is a round checkpoint)
-        self.extra: Optional[DataFrame] = None  # only ever set by snapshots of older scopeflow versions
         self.main_rows = 0
-        self.extra_rows = 0
         self._next: Optional[DataFrame] = None  # the new state, pending the round's job
         self._cols: dict = {}
 
@@ -62,21 +60,17 @@ class KeyedState:
     def key(self) -> str:
         return f"{self.op}/state"
 
-    def current(self) -> Optional[DataFrame]:
-        """The state's records, without the round flag."""
+    def full(self) -> Optional[DataFrame]:
+        """The state's records, without the round flag (`emit state`)."""
         if self.main is None:
             return None
-        main = self.main.select(*self._c("plain"))
-        return main if self.extra is None else main.unionByName(self.extra.select(*self._c("plain")))
-
-    full = current
+        return self.main.select(*self._c("plain"))
 
     def _c(self, name: str):
         cols = self._cols.get("common")
         if cols is None:
             cols = self._cols["common"] = {"plain": [F.col(c) for c in self.columns],
                                            "new": [*(F.col(c) for c in self.columns), F.lit(True).alias(FLAG)],
-                                           "old": [*(F.col(c) for c in self.columns), F.lit(False).alias(FLAG)],
                                            "flagged": F.col(FLAG)}
         return cols[name]
 
@@ -90,12 +84,12 @@ class KeyedState:
         """Adopt the state materialised by the round's job (called after the job)."""
         if self._next is None:
             return
-        self.main, self.extra = self._next, None
-        self.main_rows, self.extra_rows = counts.get(self.key, self.main_rows), 0
+        self.main = self._next
+        self.main_rows = counts.get(self.key, self.main_rows)
         self._next = None
 
     def parts(self) -> list[DataFrame]:
-        return [df for df in (self.main, self.extra) if df is not None]
+        return [self.main] if self.main is not None else []
 
 
 class ReduceState(KeyedState):
@@ -131,11 +125,10 @@ class ReduceState(KeyedState):
         The state and the delta (both partitioned by the keys, at most one row per key each) are
         unioned and grouped by the keys: a keyed fold without a join, without a shuffle of the
         state, and null keys fold like any other key."""
-        state = self.current()
-        if state is None:
+        if self.main is None:
             return self._adopt(rnd, delta.select(*self._c("new")))
         c = self._fold_columns()
-        both = state.select(*c["old"]).unionByName(delta.select(*c["new"]))
+        both = self.main.select(*c["old"]).unionByName(delta.select(*c["new"]))
         return self._adopt(rnd, both.groupBy(*self.keys).agg(*c["per_key"]).select(*c["folded"]))
 
 
@@ -148,11 +141,10 @@ class DistinctState(KeyedState):
 
         Like `ReduceState.step`: state and the round's records unioned and grouped by every column
         (the state is already partitioned that way), so records with nulls are deduplicated too."""
-        state = self.current()
-        if state is None:
+        if self.main is None:
             return self._adopt(rnd, df.select(*self._c("plain")).distinct().select(*self._c("new")))
         c = self._distinct_columns()
-        both = state.select(*c["old"]).unionByName(df.select(*c["new"]))
+        both = self.main.select(*c["old"]).unionByName(df.select(*c["new"]))
         return self._adopt(rnd, both.groupBy(*self.columns).agg(c["flag"]))
 
     def _distinct_columns(self) -> dict:

@@ -65,6 +65,7 @@ def test_cluster_is_up_on_loopback_only(spark_cluster):
     assert 6066 not in {port for _, port, _ in listening}, "the master's REST server should be off"
 
 
+@pytest.mark.smoke
 def test_connected_components_on_cluster_equals_local(spark, spark_cluster, executor_python, flow_dir):
     folder = flow_dir("connected_components.flow")
     run_file(os.path.join(folder, "connected_components.flow"), spark=spark)  # local[*], in this process
@@ -105,6 +106,7 @@ def test_python_functions_run_on_workers_without_scopeflow(spark_cluster, execut
     assert all(".zip/scopeflow/__init__.py" in o and "scopeflow-" in o for o in origins), origins
 
 
+@pytest.mark.smoke
 def test_generated_script_runs_under_spark_submit(spark_cluster, executor_python, flow_dir):
     """`spark-submit --master spark://...` of the compiled script, unchanged. spark-submit's own --conf
     settings reach the runtime: here reliable round checkpoints in a file:// directory, and the sink is a
@@ -200,6 +202,7 @@ def _snapshots(folder: str, at_least: int) -> bool:
 # ---- Spark Connect ---------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_connected_components_over_spark_connect(connect_server, flow_dir):
     folder = flow_dir("connected_components.flow")
     proc = run_scopeflow("run", "connected_components.flow", "--quiet", "--remote", connect_server["url"],

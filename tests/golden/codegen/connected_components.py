@@ -43,7 +43,7 @@ def chain_c04(ctx, labels):
 
 def chain_c05(ctx, best, e):
     """join -> select spread"""
-    n010 = ctx.count('n010', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner').select(F.col('best.id'), F.col('best.label'), F.col('e.src'), F.col('e.dst')))
+    n010 = ctx.count('n010', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner'))
     spread = ctx.count('n011', n010.select(F.col('dst').alias('id'), F.col('label')))
     return spread
 

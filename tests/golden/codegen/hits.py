@@ -41,7 +41,7 @@ SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 def chain_c03(ctx, h, e):
     """join -> select -> group a2"""
-    n009 = ctx.count('n009', h.alias('h').join(e.alias('e'), (F.col('h.id') == F.col('e.src')), 'inner').select(F.col('h.id'), F.col('h.hub'), F.col('e.src'), F.col('e.dst')))
+    n009 = ctx.count('n009', h.alias('h').join(e.alias('e'), (F.col('h.id') == F.col('e.src')), 'inner'))
     n010 = ctx.count('n010', n009.select(F.col('dst').alias('id'), F.col('hub').alias('x')))
     a2 = ctx.count('n011', n010.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('auth')))
     return a2
@@ -49,7 +49,7 @@ def chain_c03(ctx, h, e):
 
 def chain_c04(ctx, a, e):
     """join -> select -> group h2"""
-    n012 = ctx.count('n012', a.alias('a').join(e.alias('e'), (F.col('a.id') == F.col('e.dst')), 'inner').select(F.col('a.id'), F.col('a.auth'), F.col('e.src'), F.col('e.dst')))
+    n012 = ctx.count('n012', a.alias('a').join(e.alias('e'), (F.col('a.id') == F.col('e.dst')), 'inner'))
     n013 = ctx.count('n013', n012.select(F.col('src').alias('id'), F.col('auth').alias('x')))
     h2 = ctx.count('n014', n013.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('hub')))
     return h2

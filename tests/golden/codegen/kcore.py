@@ -53,13 +53,13 @@ def chain_c03(ctx, h):
 
 def chain_c04(ctx, h, low):
     """join"""
-    n012 = ctx.count('n012', h.alias('h').join(low.alias('low'), (F.col('h.src') == F.col('low.v')), 'left_anti').select(F.col('h.src'), F.col('h.dst'), F.col('h.k')))
+    n012 = ctx.count('n012', h.alias('h').join(low.alias('low'), (F.col('h.src') == F.col('low.v')), 'left_anti'))
     return n012
 
 
 def chain_c05(ctx, n012, low):
     """join kept"""
-    kept = ctx.count('n013', n012.alias('n012').join(low.alias('low'), (F.col('n012.dst') == F.col('low.v')), 'left_anti').select(F.col('n012.src'), F.col('n012.dst'), F.col('n012.k')))
+    kept = ctx.count('n013', n012.alias('n012').join(low.alias('low'), (F.col('n012.dst') == F.col('low.v')), 'left_anti'))
     return kept
 
 
@@ -104,7 +104,7 @@ def chain_c07(ctx, g):
 
 def chain_c08(ctx, n016, alive):
     """join gone -> select"""
-    gone = ctx.count('n017', n016.alias('n016').join(alive.alias('alive'), (F.col('n016.v') == F.col('alive.s')), 'left_anti').select(F.col('n016.v'), F.col('n016.k')))
+    gone = ctx.count('n017', n016.alias('n016').join(alive.alias('alive'), (F.col('n016.v') == F.col('alive.s')), 'left_anti'))
     n018 = ctx.count('n018', gone.select(F.col('v').alias('id'), (F.col('k') - F.lit(1)).alias('core')))
     return n018
 

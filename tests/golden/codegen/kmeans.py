@@ -39,7 +39,7 @@ SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
 
 def chain_c02(ctx, p, c):
     """join -> select dist"""
-    n007 = ctx.count('n007', p.alias('p').join(c.alias('c'), F.lit(True), 'inner').select(F.col('p.id'), F.col('p.px'), F.col('p.py'), F.col('c.cid'), F.col('c.x'), F.col('c.y')))
+    n007 = ctx.count('n007', p.alias('p').join(c.alias('c'), F.lit(True), 'inner'))
     dist = ctx.count('n008', n007.select(F.col('id'), F.col('cid'), (((F.col('px') - F.col('x')) * (F.col('px') - F.col('x'))) + ((F.col('py') - F.col('y')) * (F.col('py') - F.col('y')))).alias('d')))
     return dist
 

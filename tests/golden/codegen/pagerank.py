@@ -39,7 +39,7 @@ SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 def chain_c04(ctx, r, e):
     """join -> select contrib -> group -> select next"""
-    n010 = ctx.count('n010', r.alias('r').join(e.alias('e'), (F.col('r.id') == F.col('e.src')), 'inner').select(F.col('r.id'), F.col('r.rank'), F.col('e.src'), F.col('e.dst'), F.col('e.out_degree')))
+    n010 = ctx.count('n010', r.alias('r').join(e.alias('e'), (F.col('r.id') == F.col('e.src')), 'inner'))
     contrib = ctx.count('n011', n010.select(F.col('dst').alias('id'), (F.col('rank') / F.col('out_degree')).alias('c')))
     n012 = ctx.count('n012', contrib.groupBy(F.col('id')).agg(F.sum(F.col('c')).alias('s')))
     next = ctx.count('n013', n012.select(F.col('id'), (F.lit(0.15) + (F.lit(0.85) * F.col('s'))).alias('rank')))

@@ -36,7 +36,7 @@ SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
 
 def chain_c02(ctx, r, e):
     """join -> select -> union -> distinct next"""
-    n007 = ctx.count('n007', r.alias('r').join(e.alias('e'), (F.col('r.v') == F.col('e.src')), 'inner').select(F.col('r.v'), F.col('e.src'), F.col('e.dst')))
+    n007 = ctx.count('n007', r.alias('r').join(e.alias('e'), (F.col('r.v') == F.col('e.src')), 'inner'))
     n008 = ctx.count('n008', n007.select(F.col('dst').alias('v')))
     n009 = ctx.count('n009', n008.unionByName(r))
     next = ctx.distinct('n010', n009)

@@ -42,7 +42,7 @@ def chain_c02(ctx, d):
 
 def chain_c03(ctx, best, e):
     """join -> select relax"""
-    n009 = ctx.count('n009', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner').select(F.col('best.id'), F.col('best.dist'), F.col('e.src'), F.col('e.dst'), F.col('e.w')))
+    n009 = ctx.count('n009', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner'))
     relax = ctx.count('n010', n009.select(F.col('dst').alias('id'), (F.col('dist') + F.col('w')).alias('dist')))
     return relax
 

@@ -40,7 +40,7 @@ def chain_c02(ctx, p):
 
 def chain_c03(ctx, fresh, e):
     """join -> select extended"""
-    n007 = ctx.count('n007', fresh.alias('fresh').join(e.alias('e'), (F.col('fresh.dst') == F.col('e.mid')), 'inner').select(F.col('fresh.src'), F.col('fresh.dst'), F.col('e.mid'), F.col('e.to')))
+    n007 = ctx.count('n007', fresh.alias('fresh').join(e.alias('e'), (F.col('fresh.dst') == F.col('e.mid')), 'inner'))
     extended = ctx.count('n008', n007.select(F.col('src'), F.col('to').alias('dst')))
     return extended
 
