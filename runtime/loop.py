@@ -59,7 +59,6 @@ class Round:
         self.activation = activation
         self.index = index
         self.states = states
-        self.partitions = job.partitions
         self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
@@ -278,17 +277,11 @@ def tagged_counts(frames: list[tuple[str, DataFrame]]) -> dict:
     # SQL text, not Column calls: each Column call is a JVM round trip, and this runs every round.
     tagged = union_all([df.selectExpr(f"{i} AS _sf_o") for i, (_, df) in enumerate(frames)])
     obs = Observation("round")
-    tagged.observe(obs, *_counters(len(frames))).write.format("noop").mode("overwrite").save()
+    counters = compat.cached(frames[0][1].sparkSession, ("round-counters", len(frames)), lambda: [
+        F.expr(f"count_if(_sf_o = {i})").alias(f"c{i}") for i in range(len(frames))])  # built once per size
+    tagged.observe(obs, *counters).write.format("noop").mode("overwrite").save()
     values = obs.get
     return {key: int(values.get(f"c{i}") or 0) for i, (key, _) in enumerate(frames)}
-
-
-def _counters(n: int) -> list:
-    """`count_if(_sf_o = i)` for i < n (SQL text: one JVM call each, built once per session and size)."""
-    from pyspark.sql import SparkSession
-
-    return compat.cached(SparkSession.getActiveSession(), ("round-counters", n),
-                         lambda: [F.expr(f"count_if(_sf_o = {i})").alias(f"c{i}") for i in range(n)])
 
 
 def detach_statistics(spark, ck: DataFrame) -> DataFrame:

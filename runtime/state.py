@@ -1,18 +1,17 @@
 """State of `reduce` and `distinct` inside a loop activation, updated from each round's delta.
 
-The state is never recomputed from the history: each round joins only the
-round's delta against it. The state is one frame, hash-partitioned by its key
+The state is never recomputed from the history: each round folds only the
+round's delta into it. The state is one frame, hash-partitioned by its key
 columns, with a flag column `_sf_ch` that marks the keys the round changed:
 
-    state'  =  (state LEFT JOIN delta, folded, flagged if the value changed)
-               UNION (delta keys not in state, flagged)
+    state'  =  (state UNION delta) GROUP BY keys, folded, flagged if new or changed
 
-The state side of both joins is already partitioned by the keys, like the
-round's aggregated delta, so neither join shuffles the state, and the union
-keeps that partitioning for the next round. `state'` is the round's ONE
-checkpoint for the operator (materialised by the round's single Spark job);
-the operator's output — the new or changed keys — is a filter on it
-(`_sf_ch`), not a second copy.
+The state and the round's aggregated delta are both partitioned by the keys,
+so the union keeps that partitioning and the group needs no shuffle of the
+state (only the delta's own shuffle); null keys group like any other key.
+`state'` is the round's ONE checkpoint for the operator (materialised by the
+round's single Spark job); the operator's output — the new or changed keys —
+is a filter on it (`_sf_ch`), not a second copy.
 
 Column expressions depend only on the keys and aggregates, so they are built
 once per state and reused every round: each Column call is a JVM round trip.
@@ -69,10 +68,17 @@ class KeyedState:
     def _c(self, name: str):
         cols = self._cols.get("common")
         if cols is None:
-            cols = self._cols["common"] = {"plain": [F.col(c) for c in self.columns],
-                                           "new": [*(F.col(c) for c in self.columns), F.lit(True).alias(FLAG)],
-                                           "flagged": F.col(FLAG)}
+            plain = [F.col(c) for c in self.columns]
+            cols = self._cols["common"] = {"plain": plain, "new": [*plain, F.lit(True).alias(FLAG)],
+                                           "flagged": F.col(FLAG),
+                                           # the two sides of the round's union: the state and the round's records
+                                           "side_old": [*plain, F.lit(_OLD).alias(SIDE)],
+                                           "side_new": [*plain, F.lit(_NEW).alias(SIDE)]}
         return cols[name]
+
+    def _with_state(self, df: DataFrame) -> DataFrame:
+        """The state and the round's records `df` in one frame, each row tagged with its side."""
+        return self.main.select(*self._c("side_old")).unionByName(df.select(*self._c("side_new")))
 
     def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
         """Checkpoint the new state in the round's job; return the round's output (the flagged keys)."""
@@ -112,8 +118,6 @@ class ReduceState(KeyedState):
                    .otherwise(_combine(fn, old[a], F.col(f"_sf_new_{a}"))) for a, fn in self.aggs}
             changed = _fold(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
             cols = self._cols["fold"] = {
-                "old": [*(F.col(c) for c in self.columns), F.lit(_OLD).alias(SIDE)],
-                "new": [*(F.col(c) for c in self.columns), F.lit(_NEW).alias(SIDE)],
                 "per_key": per_key,
                 "folded": [*(F.col(k) for k in self.keys), *(new[a].alias(a) for a, _ in self.aggs),
                            changed.alias(FLAG)]}
@@ -128,8 +132,7 @@ class ReduceState(KeyedState):
         if self.main is None:
             return self._adopt(rnd, delta.select(*self._c("new")))
         c = self._fold_columns()
-        both = self.main.select(*c["old"]).unionByName(delta.select(*c["new"]))
-        return self._adopt(rnd, both.groupBy(*self.keys).agg(*c["per_key"]).select(*c["folded"]))
+        return self._adopt(rnd, self._with_state(delta).groupBy(*self.keys).agg(*c["per_key"]).select(*c["folded"]))
 
 
 class DistinctState(KeyedState):
@@ -143,15 +146,11 @@ class DistinctState(KeyedState):
         (the state is already partitioned that way), so records with nulls are deduplicated too."""
         if self.main is None:
             return self._adopt(rnd, df.select(*self._c("plain")).distinct().select(*self._c("new")))
-        c = self._distinct_columns()
-        both = self.main.select(*c["old"]).unionByName(df.select(*c["new"]))
-        return self._adopt(rnd, both.groupBy(*self.columns).agg(c["flag"]))
+        return self._adopt(rnd, self._with_state(df).groupBy(*self.columns).agg(self._first_seen()))
 
-    def _distinct_columns(self) -> dict:
-        cols = self._cols.get("distinct")
-        if cols is None:
-            cols = self._cols["distinct"] = {
-                "old": [*(F.col(c) for c in self.columns), F.lit(_OLD).alias(SIDE)],
-                "new": [*(F.col(c) for c in self.columns), F.lit(_NEW).alias(SIDE)],
-                "flag": (~F.max(F.col(SIDE) == _OLD)).alias(FLAG)}
-        return cols
+    def _first_seen(self) -> Column:
+        """Flag: the record is not in the state (only the round's side holds it)."""
+        flag = self._cols.get("first_seen")
+        if flag is None:
+            flag = self._cols["first_seen"] = (~F.max(F.col(SIDE) == _OLD)).alias(FLAG)
+        return flag

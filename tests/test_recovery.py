@@ -49,7 +49,7 @@ class Harness:
 
     def __init__(self, flow, args, rng, checkpoint):
         self.flow = flow
-        self.args = args
+        self.args = ["--checkpoint", str(checkpoint), *args]
         self.rng = rng
         self.checkpoint = checkpoint
         self.kills = 0
@@ -122,8 +122,7 @@ def _kill_cc_on_a_path(tmp_path, rng) -> int:
     """Connected components on a 160-vertex path (edges shuffled): ~160 rounds, a snapshot every 4."""
     cc = copy_example(tmp_path, "connected_components.flow")
     write_path_graph(tmp_path / "data" / "path160.csv", 160, seed=11)
-    h = Harness(cc, ["--param", "edges_path=data/path160.csv", "--checkpoint", str(tmp_path / "ck"),
-                     "--snapshot-every", "4"], rng, tmp_path / "ck")
+    h = Harness(cc, ["--param", "edges_path=data/path160.csv", "--snapshot-every", "4"], rng, tmp_path / "ck")
     h.run(12, most_snapshots=2, faults=["snapshot-write", "sink-commit"])
     got = read_output(str(tmp_path / "out/components"), (int, int))
     edges = reference.read_csv_rows(str(tmp_path / "data" / "path160.csv"), (int, int))
@@ -133,7 +132,7 @@ def _kill_cc_on_a_path(tmp_path, rng) -> int:
 
 def _kill_sssp(tmp_path, rng) -> int:
     sp = copy_example(tmp_path, "sssp.flow")
-    h = Harness(sp, ["--checkpoint", str(tmp_path / "ck"), "--snapshot-every", "1"], rng, tmp_path / "ck")
+    h = Harness(sp, ["--snapshot-every", "1"], rng, tmp_path / "ck")
     h.run(3, most_snapshots=1, faults=["snapshot-write"])
     got = read_output(str(tmp_path / "out/distances"), (int, float))
     wedges = reference.read_csv_rows(os.path.join(DATA, "wgraph.csv"), (int, int, float))
@@ -144,7 +143,7 @@ def _kill_sssp(tmp_path, rng) -> int:
 def _kill_nested_kcore(tmp_path, rng) -> int:
     """Snapshots inside the inner loop hold the outer loop's round too."""
     kc = copy_example(tmp_path, "kcore.flow")
-    h = Harness(kc, ["--checkpoint", str(tmp_path / "ck"), "--snapshot-every", "1"], rng, tmp_path / "ck")
+    h = Harness(kc, ["--snapshot-every", "1"], rng, tmp_path / "ck")
     h.run(3, most_snapshots=2, faults=["snapshot-write"])
     got = read_output(str(tmp_path / "out/cores"), (int, int))
     edges = reference.read_csv_rows(os.path.join(DATA, "kcore.csv"), (int, int))
@@ -298,9 +297,8 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
 @pytest.mark.parametrize("mode", ["async", "recompute"])
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
-    ck = str(tmp_path / "ck")
     write_path_graph(tmp_path / "data" / "path100.csv", 100, seed=3)
-    args = ["--param", "edges_path=data/path100.csv", "--checkpoint", ck, "--snapshot-every", "5"]
+    args = ["--param", "edges_path=data/path100.csv", "--snapshot-every", "5"]
     args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
     h = Harness(cc, args, random.Random(7), tmp_path / "ck")
     h.run(2, faults=["sink-commit"])
