@@ -301,18 +301,32 @@ class Codegen:
                 return f"F.col({_py(alias + '.' + t.name)})"
             return f"F.col({_py(t.name)})"
         if isinstance(t, X.TLit):
-            return f"F.lit({_py(t.value)})"
+            return self.long(f"F.lit({_py(t.value)})", t)
         if isinstance(t, X.TParam):
-            return f"F.lit(sf.param({_py(t.name)}))"
+            return self.long(f"F.lit(sf.param({_py(t.name)}))", t)
         if isinstance(t, X.TCall):
             return self.call(t, sides)
         raise InternalError(f"codegen cannot translate expression {t!r}")
+
+    @staticmethod
+    def long(code: str, t: X.TExpr) -> str:
+        """Integer literals are `long` (LANGUAGE.md section 4); `F.lit(1)` alone would be a Spark int."""
+        return f"{code}.cast('long')" if t.type == "long" else code
+
+    def operand(self, t: X.TExpr, partner: X.TExpr, sides) -> str:
+        """A literal next to a long/double/... expression in `x + 1`, `x < 1`, `x in (1, 2)`: Spark's coercion
+        to that type gives the type the checker inferred, so the literal needs no cast."""
+        if isinstance(t, (X.TLit, X.TParam)) and not isinstance(partner, (X.TLit, X.TParam)) \
+                and partner.type in ("long", "double", "string", "boolean", "date", "timestamp"):
+            return f"F.lit({_py(t.value)})" if isinstance(t, X.TLit) else f"F.lit(sf.param({_py(t.name)}))"
+        return self.expr(t, sides)
 
     def call(self, t: X.TCall, sides) -> str:
         e = lambda x: self.expr(x, sides)  # noqa: E731
         fn, args = t.fn, t.args
         if fn in _BINARY:
-            return f"({e(args[0])} {_BINARY[fn]} {e(args[1])})"
+            a, b = args
+            return f"({self.operand(a, b, sides)} {_BINARY[fn]} {self.operand(b, a, sides)})"
         if fn == "not":
             return f"(~{e(args[0])})"
         if fn == "neg":
@@ -322,7 +336,7 @@ class Codegen:
         if fn == "is_not_null":
             return f"{e(args[0])}.isNotNull()"
         if fn in ("in", "not_in"):
-            inner = f"{e(args[0])}.isin({', '.join(e(a) for a in args[1:])})"
+            inner = f"{e(args[0])}.isin({', '.join(self.operand(a, args[0], sides) for a in args[1:])})"
             return inner if fn == "in" else f"(~{inner})"
         if fn == "cast":
             return f"{e(args[0])}.cast({_py(spark_ddl_type(t.type))})"
@@ -339,6 +353,8 @@ class Codegen:
             for i, a in enumerate(args):
                 if func.kind_of(i).startswith("lit:") and isinstance(a, X.TLit):
                     rendered.append(_py(a.value))
+                elif func.kind_of(i).startswith("lit:") and isinstance(a, X.TParam):
+                    rendered.append(f"sf.param({_py(a.name)})")  # Spark takes a Python value here
                 else:
                     rendered.append(e(a))
             return func.template([a.type for a in args]).format(*rendered, args=", ".join(rendered))

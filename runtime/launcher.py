@@ -162,13 +162,35 @@ def describe_failure(exc: Exception, flow_file: str) -> str:
     return f"error: Spark failed: {first[:500]}"
 
 
-def _user_frames(tb: str) -> str:
-    """Keep the traceback frames of the user's code, drop scopeflow's and pyspark's."""
-    lines = tb.splitlines()
+_SHIPPED_FRAME = re.compile(r"(scopeflow-[^/]*\.zip|pyspark\.zip|py4j[^/]*\.zip)/|/site-packages/(pyspark|py4j)/")
+
+
+def _internal_roots() -> tuple:
+    """Where scopeflow's own modules and pyspark live here (the user's code may be anywhere else,
+    also in a folder called `scopeflow`)."""
+    import pyspark
+
+    import scopeflow
+    import scopeflow.compiler
+    import scopeflow.dsl
+    import scopeflow.runtime
+    import scopeflow.stdlib
+
+    mods = (scopeflow, scopeflow.runtime, scopeflow.compiler, scopeflow.dsl, scopeflow.stdlib, pyspark)
+    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in mods)
+
+
+def _user_frames(tb: str, roots: Optional[tuple] = None) -> str:
+    """Keep the traceback frames of the user's code, drop scopeflow's and pyspark's (by their real
+    locations, or the zips they are shipped to executors in); keep every line that is not a frame."""
+    roots = _internal_roots() if roots is None else roots
     out, skip = [], False
-    for ln in lines:
+    for ln in tb.splitlines():
         if ln.startswith('  File "'):
-            skip = "/pyspark/" in ln or "/scopeflow/" in ln or "/runtime/udf.py" in ln
+            path = ln[len('  File "'):].split('"', 1)[0]
+            skip = path.startswith(roots) or _SHIPPED_FRAME.search(path) is not None
+        elif not ln.startswith(" "):  # the exception line, "Traceback ...", "During handling ..."
+            skip = False
         if not skip:
             out.append(ln)
     return "\n".join(out)

@@ -138,61 +138,94 @@ def test_pagerank(tmp_path, spark):
     # the default `iterations = 20` is checked at compile time below (fewer rounds here: speed)
     vertices = list(range(60))
     edges = random_graph(4, 60, 200)
+    path = [(i, i + 1) for i in range(1, PATH_LEN)]  # the last vertex has no out-link: its rank leaks
     job, out = run_program(tmp_path, spark, """
 from "stdlib:graph" import pagerank
 param iterations: long = 20
 source vertices = read csv("data/vertices.csv", header = true) schema (id: long)
 source links = read csv("data/links.csv", header = true) schema (src: long, dst: long, weight: long)
+source pv = read csv("data/pv.csv", header = true) schema (id: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
 sink vertices | pagerank(links, iterations) -> csv("out/ranks", header = true)
+sink pv | pagerank(path, iterations) -> csv("out/path", header = true)
 """, {"vertices": (["id"], [(v,) for v in vertices]),
-      "links": (["src", "dst", "weight"], [(a, b, 1) for a, b in edges])},  # an extra field passes
+      "links": (["src", "dst", "weight"], [(a, b, 1) for a, b in edges]),  # an extra field passes
+      "pv": (["id"], [(v,) for v in range(1, PATH_LEN + 1)]), "path": (["src", "dst"], path)},
         params={"iterations": 6})
     approx_dict(dict(out("ranks", int, float)), reference.pagerank_fixed(vertices, edges, 6))
-    assert [loop["rounds"] for loop in job.report["loops"].values()] == [[6]]
+    approx_dict(dict(out("path", int, float)), reference.pagerank_fixed(list(range(1, PATH_LEN + 1)), path, 6))
+    assert sorted(loop["rounds"] for loop in job.report["loops"].values()) == [[6], [6]]
 
 
 @pytest.mark.spark
 def test_kcore_accepts_edges_once_or_both_ways(tmp_path, spark):
     base = random_graph(5, 40, 110)
     edges = messy(base, 6)
-    _, out = run_program(tmp_path, spark, """
+    # a path closed into a cycle at one end (a triangle): peeling the 2-core eats the path from
+    # its open end, one vertex per inner round
+    n = 80
+    path = [(i, i + 1) for i in range(1, n)] + [(n, n - 2)]
+    job, out = run_program(tmp_path, spark, """
 from "stdlib:graph" import kcore
 source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
 sink edges | kcore() -> csv("out/cores", header = true)
-""", {"edges": (["src", "dst"], edges)})
+sink path | kcore() -> csv("out/path", header = true)
+""", {"edges": (["src", "dst"], edges), "path": (["src", "dst"], path)})
     got = out("cores", int, int)
     assert len(got) == len(set(got))
     want = reference.core_numbers(base)
     assert want == reference.core_numbers(edges)
     assert dict(got) == want
     assert max(want.values()) >= 3  # the graph has a non-trivial core
+    want = reference.core_numbers(path)
+    assert dict(out("path", int, int)) == want and sorted(set(want.values())) == [1, 2]
+    peel = {}
+    for r in job.report["rounds"]:
+        if r["scope"].endswith("peel"):
+            peel[r["scope"], r["activation"]] = peel.get((r["scope"], r["activation"]), 0) + 1
+    assert max(peel.values()) >= n - 3, "the path's open end is peeled one vertex per round"
 
 
 @pytest.mark.spark
 def test_reachability(tmp_path, spark):
     edges = random_graph(7, 80, 100)
     seeds = [3, 3, 17, 999]  # a duplicate seed, and one that has no edge at all
-    _, out = run_program(tmp_path, spark, """
+    path = [(i, i + 1) for i in range(1, PATH_LEN)]  # directed: from vertex 1 everything, one hop per round
+    job, out = run_program(tmp_path, spark, """
 from "stdlib:graph" import reachability
 source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
 source seeds = read csv("data/seeds.csv", header = true) schema (v: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
+source start = read csv("data/start.csv", header = true) schema (v: long)
 sink reachability(edges, seeds) -> csv("out/reached", header = true)
-""", {"edges": (["src", "dst"], edges), "seeds": (["v"], [(s,) for s in seeds])})
+sink reachability(path, start) -> csv("out/path", header = true)
+""", {"edges": (["src", "dst"], edges), "seeds": (["v"], [(s,) for s in seeds]),
+      "path": (["src", "dst"], path), "start": (["v"], [(1,)])})
     got = [v for (v,) in out("reached", int)]
     want = reference.reachable(edges, seeds)
     assert len(want) > 10
     assert Counter(got) == Counter(want)  # each vertex exactly once
+    got = [v for (v,) in out("path", int)]
+    assert Counter(got) == Counter(reference.reachable(path, [1])) == Counter(range(1, PATH_LEN + 1))
+    assert max(len(r) for r in (rounds_of(job, "reachability_reach"), rounds_of(job, "reachability2_reach"))) \
+        >= PATH_LEN - 1
 
 
 @pytest.mark.spark
 def test_triangle_count(tmp_path, spark):
     base = random_graph(8, 30, 120) + [(100, 101)]  # a vertex pair in no triangle
     edges = messy(base, 9)
+    path = [(i, i + 1) for i in range(1, PATH_LEN)] + [(PATH_LEN, PATH_LEN - 2)]  # one triangle at the end
     _, out = run_program(tmp_path, spark, """
 from "stdlib:graph" import triangle_count
 source edges = read csv("data/edges.csv", header = true) schema (src: long, dst: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
 sink edges | triangle_count() -> csv("out/triangles", header = true)
-""", {"edges": (["src", "dst"], edges)})
+sink path | triangle_count() -> csv("out/path", header = true)
+""", {"edges": (["src", "dst"], edges), "path": (["src", "dst"], path)})
+    want = reference.triangles(path)
+    assert dict(out("path", int, int)) == want and sum(want.values()) == 3
     got = out("triangles", int, int)
     assert len(got) == len(set(got))
     want = reference.triangles(edges)

@@ -12,7 +12,7 @@ import pytest
 
 import reference
 from conftest import EXAMPLES, read_output
-from scopeflow.runtime.launcher import run_file
+from scopeflow.runtime.launcher import _user_frames, compile_to_module, execute, run_file
 
 pytestmark = pytest.mark.spark
 
@@ -66,11 +66,13 @@ sink r -> console()
 
 
 def test_scalar_function_error_names_flow_line_and_user_traceback(tmp_path):
-    (tmp_path / "boom.py").write_text(BOOM_PY)
-    flow = tmp_path / "boom.flow"
+    home = tmp_path / "scopeflow" / "examples"  # a user working in a checkout called `scopeflow`
+    home.mkdir(parents=True)
+    (home / "boom.py").write_text(BOOM_PY)
+    flow = home / "boom.flow"
     flow.write_text(BOOM_FLOW)
     proc = subprocess.run([sys.executable, "-m", "scopeflow.cli", "run", str(flow), "--quiet"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=600, cwd=home)
     err = proc.stderr
     assert proc.returncode == 4, err
     assert f"{flow}:7" in err  # the line of `m.ratio(...)`
@@ -89,7 +91,36 @@ def test_table_function_error_names_flow_line(tmp_path, spark, capsys):
         source e = values (a: long, b: long) [(1, 2), (3, 0)]
         sink e | apply(m.rows_failing) schema (a: long, q: long) -> console()
         '''))
-    run_file(str(flow), spark=spark, raise_errors=False)
+    module, _ = compile_to_module(str(flow))
+    code, _ = execute(module, spark=spark)
     err = capsys.readouterr().err
+    assert code == 4, err
     assert f"Python function `rows_failing` failed ({flow}:3)" in err
     assert "ZeroDivisionError" in err and "py4j" not in err.lower() and "at org.apache" not in err
+    assert "boom.py" in err and "1 // r[\"b\"]" in err  # the user's own frame
+    assert "runtime/udf.py" not in err and "pyspark" not in err
+
+
+def test_user_frames_are_told_from_scopeflow_and_pyspark_by_location():
+    roots = ("/venv/lib/python3.11/site-packages/pyspark/", "/home/me/scopeflow/runtime/")
+    tb = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/pyspark/worker.py", line 1, in main',
+        "    process()",
+        '  File "/home/me/scopeflow/runtime/udf.py", line 9, in call',
+        "    return fn(*args)",
+        '  File "/work/executor/scopeflow-0.1-abc.zip/scopeflow/runtime/udf.py", line 9, in call',
+        "    return fn(*args)",
+        '  File "/home/me/scopeflow/examples/boom.py", line 2, in ratio',
+        "    return a / b",
+        "ZeroDivisionError: division by zero",
+    ])
+    assert _user_frames(tb, roots).splitlines() == [
+        "Traceback (most recent call last):",
+        '  File "/home/me/scopeflow/examples/boom.py", line 2, in ratio',
+        "    return a / b",
+        "ZeroDivisionError: division by zero",
+    ]
+    # an error raised inside pyspark (say, a bad return value) still shows its message
+    inner = tb.rsplit("\n", 3)[0] + "\nTypeError: bad value"
+    assert _user_frames(inner, roots).splitlines()[-1] == "TypeError: bad value"

@@ -1,8 +1,8 @@
-"""Session fixtures for the `cluster` tests: a real Spark standalone cluster on 127.0.0.1.
+"""Fixtures for the `cluster` tests: a real Spark standalone cluster on 127.0.0.1.
 
-One master and two workers (1 core each) for the whole session, started and
-stopped by PID through `scopeflow.runtime.cluster`; a Spark Connect server is
-started only when a Connect test asks for it. The executors' Python is a
+One master and two workers (1 core each), package-scoped: started for the first
+cluster test and stopped by PID after the last one, through
+`scopeflow.runtime.cluster`. A Spark Connect server is started only when a Connect test asks for it. The executors' Python is a
 separate venv that has the Arrow stack (numpy, pandas, pyarrow) but neither
 scopeflow nor pyspark: pyspark comes from the Spark distribution's
 `python/lib/pyspark.zip` like on any Spark worker, and scopeflow must be
@@ -34,7 +34,7 @@ def _can_import(python: str, module: str) -> bool:
     return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def executor_python(tmp_path_factory) -> str:
     """A Python for Spark's workers with numpy/pandas/pyarrow but without scopeflow (and without pyspark)."""
     venv = tmp_path_factory.mktemp("executor-venv")
@@ -53,7 +53,7 @@ def executor_python(tmp_path_factory) -> str:
     return python
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory):
     """A master and two 1-core workers on 127.0.0.1 (free ports); stopped by PID at the end."""
     folder = str(tmp_path_factory.mktemp("cluster"))
@@ -67,7 +67,7 @@ def spark_cluster(tmp_path_factory):
         cluster.stop(folder)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def connect_server(tmp_path_factory, executor_python):
     """A Spark Connect server (local[2]) whose Python workers lack scopeflow; skipped if it cannot start."""
     try:

@@ -151,7 +151,7 @@ def chain_c01(ctx, edges):
 def chain_c02(ctx, edges, n002):
     """union both -> derive"""
     both = ctx.count('n003', edges.unionByName(n002))
-    n004 = ctx.count('n004', both.withColumns({'k': F.lit(1)}))
+    n004 = ctx.count('n004', both.withColumns({'k': F.lit(1).cast('long')}))
     return n004
 
 
