@@ -61,6 +61,10 @@ class Job:
         self.recovery = None  # Recovery when resuming
         self.levels: list = []  # the scope stack: active loop activations, outermost first
         self.last_plan_size = None
+        self.detailed = False  # `--report`: also per-operator Spark time and pipeline-level record counts
+        self._observations: list = []  # (op, Observation) of pipeline-level operators (detailed only)
+        self._op_ms: dict = {}  # op -> Spark task milliseconds in loop rounds (detailed only)
+        self.operator_names: dict = {}  # op -> "select", "union both", ... (the generated OPERATORS)
 
     # ---- parameters and paths --------------------------------------------------------
 
@@ -96,10 +100,11 @@ class Job:
             df = getattr(reader, fmt)(full)
         if schema:
             df = df.select(*[c.split()[0] for c in _split_schema(schema)])
-        return df
+        return self.count(op, df) if self.detailed else df  # the report counts what each source read
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
-        return self.spark.createDataFrame(rows, schema)
+        df = self.spark.createDataFrame(rows, schema)
+        return self.count(op, df) if self.detailed else df
 
     # ---- operators ----------------------------------------------------------------------
 
@@ -107,7 +112,17 @@ class Job:
         """Attach operator `op`'s record counter; Spark fills it in the job that computes `df`."""
         if not self.counters:
             return df
-        return df.observe(op, compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n")))
+        counter = compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n"))
+        if self.detailed and not self.levels and not compat.is_connect(self.spark):
+            return self._observe(op, df, counter)  # pipeline level: read back for the report
+        return df.observe(op, counter)  # in a loop: read from the round's plans (`_observed`)
+
+    def _observe(self, op: str, df: DataFrame, counter) -> DataFrame:
+        from pyspark.sql import Observation
+
+        obs = Observation(op)
+        self._observations.append((op, obs))
+        return df.observe(obs, counter)
 
     def agg_column(self, fn: str, col: Optional[Column]) -> Column:
         return _AGGS[fn](col)
@@ -235,7 +250,11 @@ class Job:
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
         counts = tagged_counts([(key, ck) for key, _, ck in pending])
-        return counts, self._observed([pre for _, pre, _ in pending])
+        frames = [pre for _, pre, _ in pending]
+        if self.detailed and not compat.is_connect(self.spark):
+            for op, ms in operator_times(frames).items():
+                self._op_ms[op] = self._op_ms.get(op, 0.0) + ms
+        return counts, self._observed(frames)
 
     def _observed(self, frames: list) -> dict:
         if not self.counters or compat.is_connect(self.spark):  # no JVM counters over Connect
@@ -279,8 +298,11 @@ class Job:
         if a.terminated:
             loops["rounds"].append(record.round + 1)
         for op, n in record.counts.items():
-            entry = self.report["operators"].setdefault(op, {"records": 0, "name": spec.operators.get(op, (0, op))[1]})
-            entry["records"] += n
+            entry = self.report["operators"].setdefault(op, {"records": 0, "name": spec.operators.get(op, (0, self._name(op)))[1]})
+            if op in spec.operators:
+                entry["records"] += n
+            else:  # a pipeline-level input, computed once, whose counter is seen again through its cache each round
+                entry["records"] = max(entry["records"], n)
         self.progress.round_finished(spec, activation, record)
         if self.trace:
             self.progress.trace(a.describe())
@@ -306,14 +328,32 @@ class Job:
         if self.snapshots is not None and key in self.snapshots.sinks_done:
             self.progress.trace(f"sink {target}: already committed before the restart, skipped")
             return
+        obs = None
+        if self.detailed and not compat.is_connect(self.spark):
+            from pyspark.sql import Observation
+
+            obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
+            df = df.observe(obs, F.count(F.lit(1)).alias("n"))
         sink_io.write_atomically(self.spark, df, fmt, target, options)
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
-        self.report["sinks"].append({"node": op, "format": fmt, "path": target,
-                                     "seconds": round(time.perf_counter() - started, 4)})
+        entry = {"node": op, "format": fmt, "path": target, "seconds": round(time.perf_counter() - started, 4)}
+        if obs is not None:
+            entry["records"] = int(obs.get.get("n") or 0)
+            self.report["operators"].setdefault(op, {"records": entry["records"], "name": self._name(op)})
+        self.report["sinks"].append(entry)
         self.progress.sink_written(fmt, target)
 
+    def _name(self, op: str) -> str:
+        return self.operator_names.get(op, "").split(" [")[0] or op
+
     def write_report(self, path: str, status: str, error: Optional[str] = None) -> None:
+        for op, obs in self._observations:  # pipeline-level operators that ran (never block on the others)
+            if op not in self.report["operators"] and obs._jo.future().isCompleted():
+                self.report["operators"][op] = {"records": int(obs.get.get("n") or 0), "name": self._name(op)}
+        for op, ms in self._op_ms.items():
+            self.report["operators"].setdefault(op, {"records": 0, "name": self._name(op)})["seconds"] = \
+                round(ms / 1000.0, 4)
         self.report["status"] = status
         self.report["seconds"] = round(time.perf_counter() - self.started, 4)
         if error:
@@ -324,6 +364,53 @@ class Job:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2, default=str)
         os.replace(tmp, path)
+
+
+def operator_times(frames: list) -> dict:
+    """Milliseconds of Spark task time per operator in the executed plans of a round's frames.
+
+    Each counted operator's output is marked by a `CollectMetrics` node named after it; the
+    timing metrics of the plan nodes below that marker and above the next markers (the
+    operator's inputs) are its time. A whole-stage-codegen node's pipeline time covers the nodes
+    fused into it, so their own timings are not added again. Summed over tasks: on several cores
+    this is more than the wall time."""
+    out: dict = {}
+    for df in frames:
+        stack = [(df._jdf.queryExecution().executedPlan(), None, False)]
+        while stack:
+            node, op, fused = stack.pop()
+            name = node.nodeName()
+            if name == "CollectMetrics":
+                op = node.name()
+            if name.startswith("WholeStageCodegen"):
+                fused = True
+                ms = _timing_ms(node, only="pipelineTime")
+            elif name == "InputAdapter":
+                fused, ms = False, 0.0
+            else:
+                ms = 0.0 if fused else _timing_ms(node)
+            if op is not None and ms:
+                out[op] = out.get(op, 0.0) + ms
+            children = node.children().iterator()
+            while children.hasNext():
+                stack.append((children.next(), op, fused))
+    return out
+
+
+def _timing_ms(node, only: Optional[str] = None) -> float:
+    total = 0.0
+    it = node.metrics().iterator()
+    while it.hasNext():
+        kv = it.next()
+        if only is not None and kv._1() != only:
+            continue
+        metric = kv._2()
+        kind = metric.metricType()
+        if kind == "timing":
+            total += metric.value()
+        elif kind == "nsTiming":
+            total += metric.value() / 1e6
+    return total
 
 
 def _split_schema(ddl: str) -> list[str]:

@@ -116,6 +116,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         job = Job(spark, name, flow_file, params if params is not None else parse_params(module.PARAMS, []),
                   module.FINGERPRINT, progress, trace)
         job.diagnostics = diagnostics
+        job.detailed = bool(report)
+        job.operator_names = dict(getattr(module, "OPERATORS", {}))
         _current["job"] = job
         if snapshots is not None and snapshots.wanted(module):
             job.configure_snapshots(snapshots, module.OPERATORS, module.SOURCES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import textwrap
 from collections import Counter
 
@@ -11,6 +12,7 @@ import pytest
 
 import reference
 from conftest import EXAMPLES, read_output
+from scopeflow.compiler.graph import seconds_text
 from scopeflow.runtime.launcher import run_file
 
 pytestmark = pytest.mark.spark
@@ -269,6 +271,18 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
     assert f"{rounds} rounds" in text and "1 activation" in text
     best_total = data["operators"]["n009"]["records"]
     assert f"{best_total:,} rec" in text
+    # counts beyond the loop, from the same run: what the source read, what reached the sink
+    ops = data["operators"]
+    assert ops["n001"]["records"] == len(edges) and ops["n001"]["name"] == "source edges"
+    assert ops["n003"]["records"] == 2 * len(edges)  # both directions
+    assert ops["n012"]["records"] == len(got) == data["sinks"][0]["records"]
+    assert re.search(rf'n001 -> n002 \[label="{len(edges)} rec"', text)
+    assert re.search(rf'n012 -> sink1 \[[^]]*label="{len(got)} rec"', text)
+    assert re.search(rf'n009 -> n012 \[[^]]*label="emit state\\n{len(got)} rec"', text)
+    # Spark task time of the loop's operators, from the SQL metrics of the rounds' plans
+    for op in ("n009", "n010", "n011"):
+        assert ops[op]["seconds"] > 0, op
+        assert f"time: {seconds_text(ops[op]['seconds'])}" in text
 
 
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
