@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -67,7 +70,13 @@ def test_golden_dot(path):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=ids)
 def test_dot_is_deterministic(path):
-    assert G.plan_to_dot(plan_of(path)) == G.plan_to_dot(plan_of(path))
+    """The same DOT from another interpreter with another string-hash seed (set order, dict order)."""
+    here = G.plan_to_dot(plan_of(path))
+    code = ("import sys; from scopeflow.compiler import check_file; from scopeflow.compiler import graph as G; "
+            "sys.stdout.write(G.plan_to_dot(check_file(sys.argv[1]).plan))")
+    other = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    assert here == other
 
 
 # ---- what the DOT says -----------------------------------------------------------------
@@ -251,8 +260,14 @@ def test_png(path, tmp_path):
     out = tmp_path / f"{path.stem}.png"
     G.render(plan_of(path), str(out))
     data = out.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(data) > 1000
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    svg = tmp_path / f"{path.stem}.svg"
+    G.render(plan_of(path), str(svg))
+    view = ET.parse(svg).getroot().get("viewBox").split()
+    # the PNG is the same drawing as the SVG (graphviz renders PNG at 96 dpi, SVG in points)
+    assert width == pytest.approx(float(view[2]) * 96 / 72, rel=0.05)
+    assert height == pytest.approx(float(view[3]) * 96 / 72, rel=0.05)
 
 
 @needs_dot
@@ -477,6 +492,11 @@ def test_without_dot_render_raises(no_dot, tmp_path):
 def test_docs_graph_cc_svg():
     svg = ROOT / "docs" / "graph-cc.svg"
     assert svg.exists(), "regenerate: scopeflow graph examples/connected_components.flow -o docs/graph-cc.svg"
-    _, clusters, edges, _ = svg_parts(svg)
+    _, clusters, edges, nodes = svg_parts(svg)
     assert "cluster_loop_cc" in clusters and "cc" in clusters["cluster_loop_cc"]
     assert "n011->n007" in edges
+    # not stale: the same nodes, edges and clusters as the example draws today
+    dot = G.plan_to_dot(plan_of(ROOT / "examples/connected_components.flow"))
+    assert set(nodes) == set(node_lines(dot))
+    assert sorted(edges) == sorted(f"{a}->{b}" for a, b, _ in edge_lines(dot))
+    assert set(clusters) == set(re.findall(r"subgraph \"?(cluster_\w+)", dot))
