@@ -638,6 +638,7 @@ MERMAID_CLASSES = {
     "import": "fill:#e2e8f0,stroke:#475569",
     "out": "fill:#bbf7d0,stroke:#15803d",
     "loop": "fill:#fff7ed,stroke:#ea580c",
+    "chain": "fill:none,stroke:#64748b,stroke-dasharray:3 3",
 }
 _MERMAID_CLASS_OF = {"source": "source", "values": "source", "sink": "sink", "var": "head", "import": "import",
                      "loop_out": "out"}
@@ -655,16 +656,23 @@ def _mermaid_node(n: DrawNode) -> str:
 
 
 def plan_to_mermaid(plan: Plan, stats=None) -> str:
-    """The plan as a Mermaid flowchart: a subgraph per loop scope (chains are not grouped)."""
+    """The plan as a Mermaid flowchart: a subgraph per loop scope, a dotted one per chain."""
     d = build_drawing(plan, stats)
     out = ["flowchart TB"]
     scope_ids = {sid: f"scope{i}" for i, sid in enumerate(s.id for s in plan.loop_scopes())}
+    chain_ids: list = []
 
     def walk(scope: Scope, indent: str) -> None:
         for kind, item in _scope_items(plan, scope):
-            nodes = [item] if kind == "node" else item.nodes if kind == "chain" else []
-            for nid in nodes:
-                out.append(f"{indent}{_mermaid_node(d.nodes[nid])}")
+            if kind == "node":
+                out.append(f"{indent}{_mermaid_node(d.nodes[item])}")
+            if kind == "chain":
+                chain_ids.append(f"chain_{item.id}")
+                out.append(f'{indent}subgraph {chain_ids[-1]}["chain {item.id}"]')
+                out.append(f"{indent}  direction TB")
+                for nid in item.nodes:
+                    out.append(f"{indent}  {_mermaid_node(d.nodes[nid])}")
+                out.append(f"{indent}end")
             if kind == "scope":
                 label = " · ".join(p for p in (loop_title(item), loop_options(plan, item),
                                                d.stats.loop_text(item)) if p)
@@ -691,6 +699,8 @@ def plan_to_mermaid(plan: Plan, stats=None) -> str:
         out.append(f"  class {','.join(ids)} {cls}")
     if scope_ids:
         out.append(f"  class {','.join(scope_ids.values())} loop")
+    if chain_ids:
+        out.append(f"  class {','.join(chain_ids)} chain")
     return "\n".join(out) + "\n"
 
 

@@ -195,11 +195,19 @@ def test_mermaid(path, tmp_path):
     G.render(plan, str(out))
     text = out.read_text()
     assert text.startswith("flowchart TB\n")
-    subgraphs = re.findall(r'^\s*subgraph (\w+)\["([^"]*)"\]$', text, re.M)
+    found = re.findall(r'^\s*subgraph (\w+)\["([^"]*)"\]$', text, re.M)
+    subgraphs = [(i, label) for i, label in found if i.startswith("scope")]
     assert len(subgraphs) == len(plan.loop_scopes())
-    assert len(re.findall(r"^\s*end$", text, re.M)) == len(subgraphs)
+    assert len(re.findall(r"^\s*end$", text, re.M)) == len(found)
     for scope, (_, label) in zip(plan.loop_scopes(), subgraphs):
         assert label.startswith(f"{scope.kind} {scope.name}")
+    # every chain of two or more operators is a subgraph holding exactly its operators
+    chains = {f"chain_{c.id}": c for c in plan.chains if len(c.nodes) > 1}
+    assert {i for i, _ in found if i.startswith("chain_")} == set(chains)
+    for cid, chain in chains.items():
+        body = text.split(f'subgraph {cid}["', 1)[1].split("\n")
+        inside = body[2:body.index(next(ln for ln in body if ln.strip() == "end"))]
+        assert [re.match(r"\s*(\w+)", ln).group(1) for ln in inside] == list(chain.nodes)
     for src, var in feedback_pairs(plan):
         assert f"{src} -.->|feedback| {var}" in text
     for nid in (n.id for n in plan.nodes.values() if n.op != "loop"):
