@@ -719,7 +719,11 @@ def dot_to_image(dot: str, fmt: str) -> bytes:
     if shutil.which("dot") is None:
         raise GraphvizMissing(f"drawing .{fmt} needs the graphviz `dot` program, which is not on PATH; "
                               f"{INSTALL_HINT}, or write .dot or .mmd instead")
-    import graphviz
+    try:
+        import graphviz
+    except ImportError as err:  # a hard dependency, but a broken environment deserves a clear message
+        raise GraphvizMissing("drawing .{0} needs the `graphviz` Python package: pip install graphviz "
+                              "(or write .dot or .mmd instead)".format(fmt)) from err
 
     try:
         return graphviz.Source(dot).pipe(format=fmt, quiet=True)

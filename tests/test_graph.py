@@ -495,6 +495,15 @@ def test_without_dot_render_raises(no_dot, tmp_path):
         G.render(plan_of(ROOT / "examples/kcore.flow"), str(tmp_path / "k.svg"))
 
 
+@needs_dot
+def test_without_the_graphviz_package_images_fail_clearly(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # `import graphviz` raises ImportError
+    out = tmp_path / "cc.svg"
+    code = G.graph_cli(plan_of(ROOT / "examples/connected_components.flow"), cli_args(out))
+    assert code == 4
+    assert "pip install graphviz" in capsys.readouterr().err and not out.exists()
+
+
 # ---- the committed README artifact -------------------------------------------------------
 
 def test_docs_graph_cc_svg():
