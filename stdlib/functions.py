@@ -6,7 +6,7 @@ checker (`compiler/expr.py`), the code generator (`compiler/codegen.py`) and
 `docs/functions.md` (`scopeflow docs`) all read this table.
 
 Argument kinds: ``num`` (int/long/double), ``str``, ``bool``, ``date`` (date or
-timestamp), ``arr`` (any array), ``any``, and ``lit:<kind>`` for arguments that
+timestamp), ``arr`` (any array), ``strarr`` (a string or an array), ``any``, and ``lit:<kind>`` for arguments that
 must be literals (Spark takes them as Python values, not columns).
 """
 from __future__ import annotations
@@ -88,6 +88,7 @@ def _kinds_match(kind: str, t: str) -> bool:
         "bool": t == "boolean",
         "date": t in ("date", "timestamp", "string"),
         "arr": t.startswith("array<"),
+        "strarr": t == "string" or t.startswith("array<"),
         "int": t in ("int", "long"),
     }[kind]
 
@@ -102,9 +103,29 @@ def check_call(func: Func, types: list[str]) -> tuple[Optional[str], Optional[st
     for i, t in enumerate(types):
         kind = func.kind_of(i)
         if not _kinds_match(kind, t):
-            return None, f"argument {i + 1} of `{func.name}` must be {kind.removeprefix('lit:')}, got {t}"
+            want = KIND_TEXT.get(kind.removeprefix("lit:"), kind.removeprefix("lit:"))
+            return None, f"argument {i + 1} of `{func.name}` must be {want}, got {t}"
+    if func.name in SAME_TYPE:
+        start = 1 if func.name == "if" else 0
+        common = types[start]
+        for t in types[start + 1:]:
+            common = widen(common, t) if common is not None else None
+        if common is None:
+            shown = ", ".join(types[start:])
+            return None, f"the arguments of `{func.name}` need one common type, got {shown}"
+    if func.name == "contains" and types[0].startswith("array<") and types[1] != "null":
+        elem = element_type(types[0])
+        if elem is not None and widen(elem, types[1]) is None:
+            return None, f"`contains` looks for a {elem} in an {types[0]}, got a {types[1]}"
     ret = func.returns(types) if callable(func.returns) else func.returns
     return ret, None
+
+
+KIND_TEXT = {"num": "a number", "str": "a string", "bool": "a boolean", "date": "a date, timestamp or string",
+             "arr": "an array", "strarr": "a string or an array", "int": "an integer"}
+
+# Functions whose (value) arguments must share one type: Spark would reject or silently cast the rest.
+SAME_TYPE = ("if", "coalesce", "least", "greatest", "array", "nullif")
 
 
 def _f(name, args, returns, spark, doc, example, min_args=None, category="scalar"):
@@ -192,7 +213,7 @@ _FUNCS = [
     _f("array", ["any", "any*"], _array_of, "F.array({args})", "An array of the arguments.", "array(src, dst)",
        category="array"),
     _f("size", ["arr"], "int", "F.size({0})", "Number of elements.", "size(neighbours)", category="array"),
-    _f("contains", ["any", "any"], "boolean", {"string": "{0}.contains({1})", "*": "F.array_contains({0}, {1})"},
+    _f("contains", ["strarr", "any"], "boolean", {"string": "{0}.contains({1})", "*": "F.array_contains({0}, {1})"},
        "Array membership, or substring test for strings.", "contains(tags, \"x\")", category="array"),
     _f("array_distinct", ["arr"], lambda t: t[0], "F.array_distinct({0})", "Remove duplicate elements.",
        "array_distinct(xs)", category="array"),

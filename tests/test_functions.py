@@ -62,6 +62,7 @@ CASES = [
     ('substr("scopeflow", 2, 3)', "scopeflow"[1:4]),
     ('concat("a", "-", "b")', "a-b"),
     ('split("a,b,,c", ",")', "a,b,,c".split(",")),
+    ('split("x;y", sep)', "x;y".split(";")),  # a param where Spark takes a Python value
     ('trim("  x  ")', "x"),
     ('ltrim("  x  ")', "x  "),
     ('rtrim("  x  ")', "  x"),
@@ -130,7 +131,8 @@ def test_every_registry_function_has_a_case():
 def test_every_builtin_runs_on_spark_and_matches_python(tmp_path, spark):
     cols = ",\n        ".join(f"c{i} = {expr}" for i, (expr, _) in enumerate(CASES))
     flow = tmp_path / "fns.flow"
-    flow.write_text(f"source one = values (x: long) [(1)]\n"
+    flow.write_text(f"param sep: string = \";\"\n"
+                    f"source one = values (x: long) [(1)]\n"
                     f"sink one | select(\n        {cols}) -> json(\"out/r\")\n")
     run_file(str(flow), spark=spark)
     (line,) = [ln for f in sorted(glob.glob(str(tmp_path / "out/r/part-*"))) for ln in open(f) if ln.strip()]
@@ -150,7 +152,7 @@ def _example_program(func) -> str:
     """A one-line program around the registry example: its bare field names become fields of the
     input, typed by the argument they are passed as."""
     kinds = {"num": "double", "int": "long", "str": "string", "date": "timestamp", "arr": "array<long>",
-             "any": "long", "bool": "boolean"}
+             "any": "long", "bool": "boolean", "strarr": "array<string>"}
     inner = func.example[len(func.name) + 1:-1]
     args, depth, cur = [], 0, ""
     for ch in re.sub(r'"[^"]*"', lambda m: m.group(0).replace(",", "\0"), inner):
@@ -166,8 +168,6 @@ def _example_program(func) -> str:
     for i, a in enumerate(a for a in args if a):
         if re.fullmatch(r"[a-z_]\w*", a):
             fields[a] = kinds[func.kind_of(i).removeprefix("lit:")]
-    if func.name == "contains":
-        fields = {k: "array<string>" for k in fields}
     for ident in re.findall(r"\b([a-z_]\w*)\b(?!\()", re.sub(r'"[^"]*"', '""', inner)):
         fields.setdefault(ident, "double")
     schema = ", ".join(f"{k}: {v}" for k, v in fields.items()) or "x: long"
@@ -181,3 +181,23 @@ def test_registry_example_type_checks_and_compiles(name):
     assert not result.errors, (text, [d.message for d in result.errors])
     code = plan_to_pyspark(result.plan, "/nonexistent/example.flow")
     compile(code, "example.py", "exec")
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("contains(x, 3)", "argument 1 of `contains` must be a string or an array, got long"),
+    ('contains(xs, "q")', "`contains` looks for a long in an array<long>, got a string"),
+    ("least(s, x)", "the arguments of `least` need one common type, got string, long"),
+    ("if(x > 1, s, x)", "the arguments of `if` need one common type, got string, long"),
+    ("abs(s)", "argument 1 of `abs` must be a number, got string"),
+])
+def test_calls_spark_would_reject_are_compile_errors(expr, message):
+    result = check_flow("source e = values (x: long, s: string, xs: array<long>) []\n"
+                        f"sink e | select(a = {expr}) -> console()\n", "t.flow", "/nonexistent")
+    assert [(d.code, d.message) for d in result.errors] == [("E0305", message)]
+
+
+@pytest.mark.parametrize("expr", ["contains(xs, 2)", "coalesce(x, 1.5)", "least(x, 2, 3.5)", "if(x > 1, s, null)"])
+def test_calls_with_compatible_types_check_clean(expr):
+    result = check_flow("source e = values (x: long, s: string, xs: array<long>) []\n"
+                        f"sink e | select(a = {expr}) -> console()\n", "t.flow", "/nonexistent")
+    assert not result.errors, [d.message for d in result.errors]
