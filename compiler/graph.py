@@ -37,10 +37,10 @@ Run statistics (`--stats run.json`, written by `scopeflow run --report`):
          "attempts": 7}              # termination attempts, all activations
       ],
       "operators": {
-        "n009": {"records": 1234,    # records output, all rounds and activations (sources, pipeline
-                                     # operators and loop outputs too: what the run computed once)
+        "n009": {"records": 1234,    # records output, all rounds and activations (pipeline operators
+                                     # and loop outputs that feed a sink too: what the run computed)
                  "seconds": 0.42}    # Spark task time in the operator, from the SQL metrics of the
-                                     # rounds' plans (loop operators; summed over tasks)
+                                     # rounds' plans (operators computed in loop rounds; summed over tasks)
       }
     }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from contextlib import contextmanager
@@ -100,11 +101,10 @@ class Job:
             df = getattr(reader, fmt)(full)
         if schema:
             df = df.select(*[c.split()[0] for c in _split_schema(schema)])
-        return self.count(op, df) if self.detailed else df  # the report counts what each source read
+        return df
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
-        df = self.spark.createDataFrame(rows, schema)
-        return self.count(op, df) if self.detailed else df
+        return self.spark.createDataFrame(rows, schema)
 
     # ---- operators ----------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class Job:
         counts = tagged_counts([(key, ck) for key, _, ck in pending])
         frames = [pre for _, pre, _ in pending]
         if self.detailed and not compat.is_connect(self.spark):
-            for op, ms in operator_times(frames).items():
+            for op, ms in operator_times([(key, pre) for key, pre, _ in pending]).items():
                 self._op_ms[op] = self._op_ms.get(op, 0.0) + ms
         return counts, self._observed(frames)
 
@@ -298,11 +298,14 @@ class Job:
         if a.terminated:
             loops["rounds"].append(record.round + 1)
         for op, n in record.counts.items():
-            entry = self.report["operators"].setdefault(op, {"records": 0, "name": spec.operators.get(op, (0, self._name(op)))[1]})
             if op in spec.operators:
+                entry = self.report["operators"].setdefault(op, {"records": 0, "name": spec.operators[op][1]})
                 entry["records"] += n
-            else:  # a pipeline-level input, computed once, whose counter is seen again through its cache each round
+            elif "[pipeline]" in self.operator_names.get(op, ""):
+                # a pipeline-level input, computed once and cached: its counter is seen again each round
+                entry = self.report["operators"].setdefault(op, {"records": 0, "name": self._name(op)})
                 entry["records"] = max(entry["records"], n)
+            # else: an enclosing loop's operator, which that loop's own rounds count
         self.progress.round_finished(spec, activation, record)
         if self.trace:
             self.progress.trace(a.describe())
@@ -348,8 +351,12 @@ class Job:
         return self.operator_names.get(op, "").split(" [")[0] or op
 
     def write_report(self, path: str, status: str, error: Optional[str] = None) -> None:
-        for op, obs in self._observations:  # pipeline-level operators that ran (never block on the others)
-            if op not in self.report["operators"] and obs._jo.future().isCompleted():
+        pending = [(op, obs) for op, obs in self._observations if op not in self.report["operators"]]
+        deadline = time.monotonic() + 2.0  # Spark completes observations from its listener bus, asynchronously
+        while pending and time.monotonic() < deadline and not all(o._jo.future().isCompleted() for _, o in pending):
+            time.sleep(0.05)
+        for op, obs in pending:  # pipeline-level operators that ran (never block on the others)
+            if obs._jo.future().isCompleted():
                 self.report["operators"][op] = {"records": int(obs.get.get("n") or 0), "name": self._name(op)}
         for op, ms in self._op_ms.items():
             self.report["operators"].setdefault(op, {"records": 0, "name": self._name(op)})["seconds"] = \
@@ -369,14 +376,18 @@ class Job:
 def operator_times(frames: list) -> dict:
     """Milliseconds of Spark task time per operator in the executed plans of a round's frames.
 
-    Each counted operator's output is marked by a `CollectMetrics` node named after it; the
-    timing metrics of the plan nodes below that marker and above the next markers (the
-    operator's inputs) are its time. A whole-stage-codegen node's pipeline time covers the nodes
-    fused into it, so their own timings are not added again. Summed over tasks: on several cores
-    this is more than the wall time."""
+    `frames` are (checkpoint key, frame) pairs. Each counted operator's output is marked by a
+    `CollectMetrics` node named after it; the timing metrics of the plan nodes below that marker
+    and above the next markers (the operator's inputs) are its time. A frame checkpointed for an
+    operator (`n009/state`: a reduce's fold, `n011/shared`) belongs to it from the root down; the
+    projections the executor adds above markers (feedback, emits) belong to no operator. A
+    whole-stage-codegen node's pipeline time covers the nodes fused into it, so their own timings
+    are not added again. Summed over tasks: on several cores this is more than the wall time."""
     out: dict = {}
-    for df in frames:
-        stack = [(df._jdf.queryExecution().executedPlan(), None, False)]
+    for key, df in frames:
+        owner = key.split("/", 1)[0]
+        owner = owner if re.fullmatch(r"n\d+", owner) else None
+        stack = [(df._jdf.queryExecution().executedPlan(), owner, False)]
         while stack:
             node, op, fused = stack.pop()
             name = node.nodeName()

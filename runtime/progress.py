@@ -1,6 +1,7 @@
 """Progress while a pipeline runs, and the summary at the end (rich, on stderr)."""
 from __future__ import annotations
 
+import sys
 import time
 
 from rich.console import Console
@@ -12,7 +13,8 @@ from rich.text import Text
 class Progress:
     def __init__(self, enabled: bool = True, console: Console | None = None):
         self.enabled = enabled
-        self.console = console or Console(stderr=True, highlight=False)
+        # Not a terminal (a log file, a pipe, a test): never break a line, so messages stay greppable.
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
         self.live: Live | None = None
         self.stack: list[tuple[str, int, float]] = []  # (scope, activation, started)
         self.loops: dict[str, dict] = {}

@@ -62,7 +62,7 @@ class Agg:
 def _same(types):
     out = types[0]
     for t in types[1:]:
-        out = widen(out, t) or out
+        out = _common(out, t) or out
     return out
 
 
@@ -109,16 +109,34 @@ def check_call(func: Func, types: list[str]) -> tuple[Optional[str], Optional[st
         start = 1 if func.name == "if" else 0
         common = types[start]
         for t in types[start + 1:]:
-            common = widen(common, t) if common is not None else None
+            common = _common(common, t) if common is not None else None
         if common is None:
             shown = ", ".join(types[start:])
             return None, f"the arguments of `{func.name}` need one common type, got {shown}"
-    if func.name == "contains" and types[0].startswith("array<") and types[1] != "null":
-        elem = element_type(types[0])
-        if elem is not None and widen(elem, types[1]) is None:
-            return None, f"`contains` looks for a {elem} in an {types[0]}, got a {types[1]}"
+    if func.name == "contains":
+        if "null" in types:
+            return None, "`contains` needs a string or an array and a value to look for, got null"
+        want = element_type(types[0]) if types[0].startswith("array<") else "string"
+        if want is not None and _common(want, types[1]) is None:
+            return None, f"`contains` looks for {_a(want)} in {_a(types[0])}, got {_a(types[1])}"
     ret = func.returns(types) if callable(func.returns) else func.returns
     return ret, None
+
+
+def _a(t: str) -> str:
+    return f"an {t}" if t[0] in "aeiou" else f"a {t}"
+
+
+def _common(a: str, b: str) -> Optional[str]:
+    """The type Spark coerces a and b to where one value type is needed (or None): numbers widen, a date
+    meets a timestamp as a timestamp, arrays by their elements."""
+    if {a, b} == {"date", "timestamp"}:
+        return "timestamp"
+    ea, eb = element_type(a), element_type(b)
+    if ea is not None and eb is not None:
+        inner = _common(ea, eb)
+        return f"array<{inner}>" if inner is not None else None
+    return widen(a, b)
 
 
 KIND_TEXT = {"num": "a number", "str": "a string", "bool": "a boolean", "date": "a date, timestamp or string",
@@ -219,9 +237,9 @@ _FUNCS = [
        "array_distinct(xs)", category="array"),
     _f("sort_array", ["arr"], lambda t: t[0], "F.sort_array({0})", "Sort ascending.", "sort_array(xs)",
        category="array"),
-    _f("element_at", ["arr", "num"], _elem, "F.element_at({0}, {1}.cast('int'))",
-       "The element at a 1-based position (negative: from the end); null past the end.", "element_at(xs, 1)",
-       category="array"),
+    _f("element_at", ["arr", "num"], _elem, "F.try_element_at({0}, {1}.cast('int'))",
+       "The element at a 1-based position (negative: from the end); null past either end (position 0 is an "
+       "error).", "element_at(xs, 1)", category="array"),
     _f("array_join", ["arr", "lit:str"], "string", "F.array_join({0}, {1})",
        "The elements as strings joined with a separator.", 'array_join(tags, ",")', category="array"),
     _f("array_min", ["arr"], _elem, "F.array_min({0})", "Smallest element.", "array_min(xs)", category="array"),

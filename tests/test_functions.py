@@ -110,6 +110,7 @@ CASES = [
     ('concat_ws("-", "a", "b", "c")', "-".join("abc")),
     ('rlike("me@example.com", "@example\\.com$")', re.search(r"@example\.com$", "me@example.com") is not None),
     ("element_at(array(10, 20, 30), -1)", [10, 20, 30][-1]),
+    ("element_at(array(10, 20, 30), 4)", None),  # past the end: null, not an error
     ('array_join(array("x", "y"), ",")', ",".join(["x", "y"])),
     ("pmod(-7, 3)", -7 % 3),
     ("nullif(5, 5)", None),
@@ -189,6 +190,8 @@ def test_registry_example_type_checks_and_compiles(name):
     ("least(s, x)", "the arguments of `least` need one common type, got string, long"),
     ("if(x > 1, s, x)", "the arguments of `if` need one common type, got string, long"),
     ("abs(s)", "argument 1 of `abs` must be a number, got string"),
+    ("contains(xs, null)", "`contains` needs a string or an array and a value to look for, got null"),
+    ("contains(s, xs)", "`contains` looks for a string in a string, got an array<long>"),
 ])
 def test_calls_spark_would_reject_are_compile_errors(expr, message):
     result = check_flow("source e = values (x: long, s: string, xs: array<long>) []\n"
@@ -196,8 +199,10 @@ def test_calls_spark_would_reject_are_compile_errors(expr, message):
     assert [(d.code, d.message) for d in result.errors] == [("E0305", message)]
 
 
-@pytest.mark.parametrize("expr", ["contains(xs, 2)", "coalesce(x, 1.5)", "least(x, 2, 3.5)", "if(x > 1, s, null)"])
+@pytest.mark.parametrize("expr", ["contains(xs, 2)", "coalesce(x, 1.5)", "least(x, 2, 3.5)", "if(x > 1, s, null)",
+                                  "coalesce(d, ts)", "greatest(d, ts)", "if(x > 1, xs, xd)", "contains(xd, x)"])
 def test_calls_with_compatible_types_check_clean(expr):
-    result = check_flow("source e = values (x: long, s: string, xs: array<long>) []\n"
+    result = check_flow("source e = values (x: long, s: string, xs: array<long>, xd: array<double>, d: date, "
+                        "ts: timestamp) []\n"
                         f"sink e | select(a = {expr}) -> console()\n", "t.flow", "/nonexistent")
     assert not result.errors, [d.message for d in result.errors]
