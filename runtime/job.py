@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import compat
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.errors import RuntimeFailure
-from scopeflow.runtime.loop import LoopSpec, run_activation, tagged_counts, union_all
+from scopeflow.runtime.loop import LoopSpec, run_activation, split_top_level, tagged_counts, union_all
 from scopeflow.runtime.progress import Progress
 
 _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
@@ -100,7 +100,7 @@ class Job:
                 reader = reader.schema(schema)
             df = getattr(reader, fmt)(full)
         if schema:
-            df = df.select(*[c.split()[0] for c in _split_schema(schema)])
+            df = df.select(*[c.split()[0] for c in split_top_level(schema)])
         return df
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
@@ -112,10 +112,13 @@ class Job:
         """Attach operator `op`'s record counter; Spark fills it in the job that computes `df`."""
         if not self.counters:
             return df
-        counter = compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n"))
+        counter = self._record_counter()
         if self.detailed and not self.levels and not compat.is_connect(self.spark):
             return self._observe(op, df, counter)  # pipeline level: read back for the report
         return df.observe(op, counter)  # in a loop: read from the round's plans (`_observed`)
+
+    def _record_counter(self) -> Column:
+        return compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n"))
 
     def _observe(self, op: str, df: DataFrame, counter) -> DataFrame:
         from pyspark.sql import Observation
@@ -336,7 +339,7 @@ class Job:
             from pyspark.sql import Observation
 
             obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
-            df = df.observe(obs, F.count(F.lit(1)).alias("n"))
+            df = df.observe(obs, self._record_counter())
         sink_io.write_atomically(self.spark, df, fmt, target, options)
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
@@ -422,9 +425,3 @@ def _timing_ms(node, only: Optional[str] = None) -> float:
         elif kind == "nsTiming":
             total += metric.value() / 1e6
     return total
-
-
-def _split_schema(ddl: str) -> list[str]:
-    from scopeflow.runtime.loop import _split_ddl
-
-    return _split_ddl(ddl)

@@ -219,17 +219,18 @@ def restored_state(job, op: str, doc: dict, restore):
 
 
 def _as_var(job, spec: LoopSpec, var: str, df: Optional[DataFrame]) -> DataFrame:
-    columns = [c.split()[0] for c in _split_ddl(spec.vars[var])]
+    columns = [c.split()[0] for c in split_top_level(spec.vars[var])]
     if df is None:
         return job.spark.createDataFrame([], spec.vars[var])
     return df.select(*columns)
 
 
-def _split_ddl(ddl: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
+    """Split at the commas outside any <...> or (...): DDL fields (`m map<string,long>`), parameter lists."""
     out, depth, cur = [], 0, ""
-    for ch in ddl:
-        depth += ch == "<"
-        depth -= ch == ">"
+    for ch in text:
+        depth += ch in "<("
+        depth -= ch in ">)"
         if ch == "," and depth == 0:
             out.append(cur.strip())
             cur = ""
@@ -241,7 +242,7 @@ def _split_ddl(ddl: str) -> list[str]:
 
 
 def _feedback_frame(job, spec: LoopSpec, var: str, outs: dict) -> DataFrame:
-    columns = [c.split()[0] for c in _split_ddl(spec.vars[var])]
+    columns = [c.split()[0] for c in split_top_level(spec.vars[var])]
     frames = [outs[n].select(*columns) for n in spec.feedback.get(var, [])]
     if not frames:
         return job.spark.createDataFrame([], spec.vars[var])

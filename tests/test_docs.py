@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT
 from scopeflow.compiler import check_flow
+from scopeflow.runtime.loop import split_top_level
 
 DOCS = os.path.join(ROOT, "docs")
 MARKDOWN = sorted(glob.glob(os.path.join(DOCS, "*.md"))) + [p for p in [os.path.join(ROOT, "README.md")]
@@ -143,19 +144,6 @@ def test_every_stdlib_def_is_documented_in_place_and_in_stdlib_md():
         assert f"### {name}" in text, f"docs/stdlib.md has no section for `{name}`"
 
 
-def _split_top(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur.strip()] if cur.strip() else out
-
-
 def test_stdlib_comments_state_the_real_input_and_output_schemas():
     """`input` lists every parameter of the def as declared; `output` is the schema the def produces."""
     for path in glob.glob(os.path.join(ROOT, "stdlib", "*.flow")):
@@ -165,7 +153,7 @@ def test_stdlib_comments_state_the_real_input_and_output_schemas():
             m = re.search(rf"^def {name}\((.*?)\)\s*{{", source, flags=re.M | re.S)
             if not m:
                 continue  # defined in the other module
-            params = _split_top(" ".join(m.group(1).split()))
+            params = split_top_level(" ".join(m.group(1).split()))
             block = comment[comment.index("input"):comment.index("output")]
             declared = [" ".join(ln.lstrip("#").replace("input", "", 1).split()) for ln in block.splitlines()]
             for param in params:

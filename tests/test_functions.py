@@ -17,6 +17,7 @@ import pytest
 from scopeflow.compiler import check_flow
 from scopeflow.compiler.codegen import plan_to_pyspark
 from scopeflow.runtime.launcher import run_file
+from scopeflow.runtime.loop import split_top_level
 from scopeflow.stdlib.functions import FUNCTIONS
 
 TS = 'to_timestamp("2024-03-15 13:45:30")'
@@ -155,18 +156,9 @@ def _example_program(func) -> str:
     kinds = {"num": "double", "int": "long", "str": "string", "date": "timestamp", "arr": "array<long>",
              "any": "long", "bool": "boolean", "strarr": "array<string>"}
     inner = func.example[len(func.name) + 1:-1]
-    args, depth, cur = [], 0, ""
-    for ch in re.sub(r'"[^"]*"', lambda m: m.group(0).replace(",", "\0"), inner):
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            args.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    args.append(cur.strip())
+    args = split_top_level(re.sub(r'"[^"]*"', lambda m: m.group(0).replace(",", "\0"), inner))  # no split in "a,b"
     fields = {}
-    for i, a in enumerate(a for a in args if a):
+    for i, a in enumerate(args):
         if re.fullmatch(r"[a-z_]\w*", a):
             fields[a] = kinds[func.kind_of(i).removeprefix("lit:")]
     for ident in re.findall(r"\b([a-z_]\w*)\b(?!\()", re.sub(r'"[^"]*"', '""', inner)):
