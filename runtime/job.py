@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import compat
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.errors import RuntimeFailure
-from scopeflow.runtime.loop import LoopSpec, run_activation, split_top_level, tagged_counts, union_all
+from scopeflow.runtime.loop import (LoopSpec, compute_checkpoints, run_activation, split_top_level, tagged_counts,
+                                    union_all)
 from scopeflow.runtime.progress import Progress
 
 _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
@@ -34,6 +35,7 @@ _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1"}
+CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
 
 
 class Job:
@@ -248,19 +250,35 @@ class Job:
         """Nodes in the logical plans a round materialises: constant when lineage is cut every round."""
         return sum(pre._jdf.queryExecution().logical().treeString().count("\n") for _, pre, _ in pending)
 
+    def checkpoint_counter(self, key: str, df: DataFrame) -> DataFrame:
+        """`df` with the record counter of round checkpoint `key` (classic Spark; over Connect the
+        round's action counts instead, see `materialise`)."""
+        if compat.is_connect(self.spark):
+            return df
+        return df.observe(CHECKPOINT_COUNTER + key, self._record_counter())
+
     def materialise(self, pending: list) -> tuple[dict, dict]:
         """Run the round's single Spark job; return record counts per key and per operator."""
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
-        counts = tagged_counts([(key, ck) for key, _, ck in pending])
         frames = [pre for _, pre, _ in pending]
+        if compat.is_connect(self.spark):
+            counts = tagged_counts([(key, ck) for key, _, ck in pending])
+            observed = self._observed(frames)
+        else:
+            compute_checkpoints([ck for _, _, ck in pending])
+            observed = self._observed(frames, everything=True)
+            missing = [key for key, _, _ in pending if CHECKPOINT_COUNTER + key not in observed]
+            if missing:  # never guess a count: a wrong 0 would end the loop early
+                raise RuntimeError(f"internal error: no record count for round checkpoints {missing}")
+            counts = {key: observed.pop(CHECKPOINT_COUNTER + key) for key, _, _ in pending}
         if self.detailed and not compat.is_connect(self.spark):
             for op, ms in operator_times([(key, pre) for key, pre, _ in pending]).items():
                 self._op_ms[op] = self._op_ms.get(op, 0.0) + ms
-        return counts, self._observed(frames)
+        return counts, observed if self.counters else {}
 
-    def _observed(self, frames: list) -> dict:
-        if not self.counters or compat.is_connect(self.spark):  # no JVM counters over Connect
+    def _observed(self, frames: list, everything: bool = False) -> dict:
+        if not (self.counters or everything) or compat.is_connect(self.spark):  # no JVM counters over Connect
             return compat.observed(self.spark) or {}
         jvm = self.spark._jvm
         collector = compat.cached(self.spark, "metrics-collector", lambda: getattr(
@@ -394,7 +412,7 @@ def operator_times(frames: list) -> dict:
         while stack:
             node, op, fused = stack.pop()
             name = node.nodeName()
-            if name == "CollectMetrics":
+            if name == "CollectMetrics" and not node.name().startswith(CHECKPOINT_COUNTER):
                 op = node.name()
             if name.startswith("WholeStageCodegen"):
                 fused = True

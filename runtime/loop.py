@@ -3,8 +3,8 @@
 Each round calls the generated body function with the variables' records of
 the round and the loop's imports. Everything the round must keep — feedback,
 emitted records, new `reduce`/`distinct` state, the `until` stream — is a lazy
-`localCheckpoint`; one action then materialises all of it in a single Spark job
-and returns the record count of each. Lineage is cut every round, so round
+`localCheckpoint` with a record counter; one action then materialises all of it
+in a single Spark job, which also fills the counters. Lineage is cut every round, so round
 time does not grow with the round count. The operators' `observe` counters,
 collected by that same job, feed the termination attempt.
 """
@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scopeflow.runtime import compat
-from scopeflow.runtime.state import DistinctState, ReduceState
+from scopeflow.runtime.state import FLAG, DistinctState, ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
 
@@ -62,6 +62,7 @@ class Round:
         self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
+        self._alive: list[DataFrame] = []
         self.nested: list[str] = []
 
     # -- what generated code calls
@@ -98,10 +99,12 @@ class Round:
         known = self._by_frame.get(id(df))
         if known is not None:
             return known
-        ck = compat.checkpoint(self.job.spark, df, self.index)  # localCheckpoint; cluster/Connect: see compat
-        self.pending.append((key, df, ck))
+        pre = self.job.checkpoint_counter(key, df)  # its record count, collected by the round's job
+        ck = compat.checkpoint(self.job.spark, pre, self.index)  # localCheckpoint; cluster/Connect: see compat
+        self.pending.append((key, pre, ck))
         self._by_frame[id(df)] = ck
         self._by_frame[id(ck)] = ck
+        self._alive += [df, ck]  # ids are keys above: the frames must outlive the round
         self._key_of[id(ck)] = key
         return ck
 
@@ -213,7 +216,8 @@ def restored_state(job, op: str, doc: dict, restore):
     else:
         state = DistinctState(op, doc["columns"])
     restore_frame = job.recovery.state_frame
-    state.main = restore_frame(doc["main"]).select(*state.columns).repartition(job.partitions, *state.keys)
+    state.main = (restore_frame(doc["main"]).select(*state.columns, F.lit(False).alias(FLAG))
+                  .repartition(job.partitions, *state.keys))
     state.main_rows = doc["main_rows"]
     return state
 
@@ -266,8 +270,20 @@ def union_all(frames: list) -> DataFrame:
     return _fold(lambda a, b: a.unionByName(b), frames)
 
 
+def compute_checkpoints(checkpoints: list) -> None:
+    """The one action of a round (classic Spark): compute and store every checkpoint in one job.
+
+    The checkpoints' RDDs are unioned and counted at the RDD level: one Spark
+    job, no SQL query to plan and no listener event to wait for. Record counts
+    come from the `observe` counters inside the checkpointed plans, which that
+    same job fills (`Job._observed`).
+    """
+    rdds = [ck._jdf.queryExecution().logical().rdd() for ck in checkpoints]
+    _fold(lambda a, b: a.union(b), rdds).count()
+
+
 def tagged_counts(frames: list[tuple[str, DataFrame]]) -> dict:
-    """The one action of a round: compute every checkpoint and count its records.
+    """The one action of a round over Spark Connect: compute every checkpoint and count its records.
 
     A no-op write scans the union of the checkpoints (which computes and stores
     them) in a single stage; the per-frame counts are observed by that same

@@ -8,7 +8,9 @@ columns, with a flag column `_sf_ch` that marks the keys the round changed:
 
 The state and the round's aggregated delta are both partitioned by the keys,
 so the union keeps that partitioning and the group needs no shuffle of the
-state (only the delta's own shuffle); null keys group like any other key.
+state (only the delta's own shuffle); null keys group like any other key. The
+state keeps its flag column in the union and the round's rows get a null flag,
+so the flag also tells the two sides apart (no re-projection of the state).
 `state'` is the round's ONE checkpoint for the operator (materialised by the
 round's single Spark job); the operator's output — the new or changed keys —
 is a filter on it (`_sf_ch`), not a second copy.
@@ -24,9 +26,7 @@ from typing import Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-FLAG = "_sf_ch"  # the round changed (or added) this key
-SIDE = "_sf_side"
-_OLD, _NEW = 1, 2
+FLAG = "_sf_ch"  # the round changed (or added) this key; null on the round's side of the fold's union
 
 
 def _combine(fn: str, old: Column, new: Column) -> Column:
@@ -50,7 +50,7 @@ class KeyedState:
         self.op = op
         self.keys = keys
         self.columns = columns  # every output column, keys first
-        self.main: Optional[DataFrame] = None  # the state: `columns` (+ `_sf_ch` when it is a round checkpoint)
+        self.main: Optional[DataFrame] = None  # the state: `columns` + `_sf_ch` (never null here)
         self.main_rows = 0
         self._next: Optional[DataFrame] = None  # the new state, pending the round's job
         self._cols: dict = {}
@@ -69,16 +69,17 @@ class KeyedState:
         cols = self._cols.get("common")
         if cols is None:
             plain = [F.col(c) for c in self.columns]
+            flag = F.col(FLAG)
             cols = self._cols["common"] = {"plain": plain, "new": [*plain, F.lit(True).alias(FLAG)],
-                                           "flagged": F.col(FLAG),
-                                           # the two sides of the round's union: the state and the round's records
-                                           "side_old": [*plain, F.lit(_OLD).alias(SIDE)],
-                                           "side_new": [*plain, F.lit(_NEW).alias(SIDE)]}
+                                           "flagged": flag,
+                                           # the round's side of the fold's union: its records, flag null
+                                           "incoming": [*plain, F.lit(None).cast("boolean").alias(FLAG)],
+                                           "is_old": flag.isNotNull(), "is_new": flag.isNull()}
         return cols[name]
 
     def _with_state(self, df: DataFrame) -> DataFrame:
-        """The state and the round's records `df` in one frame, each row tagged with its side."""
-        return self.main.select(*self._c("side_old")).unionByName(df.select(*self._c("side_new")))
+        """The state (`columns` + flag, as checkpointed) and the round's records `df` (flag null) in one frame."""
+        return self.main.union(df.select(*self._c("incoming")))
 
     def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
         """Checkpoint the new state in the round's job; return the round's output (the flagged keys)."""
@@ -107,20 +108,15 @@ class ReduceState(KeyedState):
     def _fold_columns(self) -> dict:
         cols = self._cols.get("fold")
         if cols is None:
-            side = F.col(SIDE)
-            has_old, has_new = F.col("_sf_has_old"), F.col("_sf_has_new")
-            per_key = [F.max(side == _OLD).alias("_sf_has_old"), F.max(side == _NEW).alias("_sf_has_new")]
-            for a, _ in self.aggs:  # each side holds at most one row per key
-                per_key += [F.first(F.when(side == _OLD, F.col(a)), ignorenulls=True).alias(f"_sf_old_{a}"),
-                            F.first(F.when(side == _NEW, F.col(a)), ignorenulls=True).alias(f"_sf_new_{a}")]
-            old = {a: F.col(f"_sf_old_{a}") for a, _ in self.aggs}
-            new = {a: F.when(~has_old, F.col(f"_sf_new_{a}")).when(~has_new, old[a])
-                   .otherwise(_combine(fn, old[a], F.col(f"_sf_new_{a}"))) for a, fn in self.aggs}
+            is_old, is_new = self._c("is_old"), self._c("is_new")
+            has_old, has_new = F.max(is_old), F.max(is_new)
+            # each side holds at most one row per key; Spark computes each distinct aggregate once
+            old = {a: F.first(F.when(is_old, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
+            inc = {a: F.first(F.when(is_new, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
+            new = {a: F.when(~has_old, inc[a]).when(~has_new, old[a]).otherwise(_combine(fn, old[a], inc[a]))
+                   for a, fn in self.aggs}
             changed = _fold(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
-            cols = self._cols["fold"] = {
-                "per_key": per_key,
-                "folded": [*(F.col(k) for k in self.keys), *(new[a].alias(a) for a, _ in self.aggs),
-                           changed.alias(FLAG)]}
+            cols = self._cols["fold"] = [*(new[a].alias(a) for a, _ in self.aggs), changed.alias(FLAG)]
         return cols
 
     def step(self, rnd, delta: DataFrame) -> DataFrame:
@@ -131,8 +127,7 @@ class ReduceState(KeyedState):
         state, and null keys fold like any other key."""
         if self.main is None:
             return self._adopt(rnd, delta.select(*self._c("new")))
-        c = self._fold_columns()
-        return self._adopt(rnd, self._with_state(delta).groupBy(*self.keys).agg(*c["per_key"]).select(*c["folded"]))
+        return self._adopt(rnd, self._with_state(delta).groupBy(*self.keys).agg(*self._fold_columns()))
 
 
 class DistinctState(KeyedState):
@@ -152,5 +147,5 @@ class DistinctState(KeyedState):
         """Flag: the record is not in the state (only the round's side holds it)."""
         flag = self._cols.get("first_seen")
         if flag is None:
-            flag = self._cols["first_seen"] = (~F.max(F.col(SIDE) == _OLD)).alias(FLAG)
+            flag = self._cols["first_seen"] = (~F.max(self._c("is_old"))).alias(FLAG)
         return flag
