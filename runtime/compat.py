@@ -73,6 +73,26 @@ def is_local(spark) -> bool:
     return m is not None and m.startswith("local")
 
 
+def task_slots(spark) -> Optional[int]:
+    """Tasks the session runs at once: N of `local[N]` (`local[*]`: this machine's cores), else Spark's
+    default parallelism (a cluster's executor cores); None over Spark Connect."""
+    m = master(spark)
+    if m is None:
+        return None
+    if m.startswith("local"):
+        inner = m[m.find("[") + 1:m.find("]")].split(",")[0] if "[" in m else "1"
+        return os.cpu_count() or 1 if inner == "*" else int(inner)
+    return spark.sparkContext.defaultParallelism
+
+
+def unknown_partitioning(ck) -> bool:
+    """A classic checkpoint whose rows Spark knows no placement of (no hash or range partitioning)."""
+    plan = ck._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        return False
+    return plan.outputPartitioning().getClass().getSimpleName() == "UnknownPartitioning"
+
+
 def not_supported(what: str, hint: Optional[str] = None) -> RuntimeFailure:
     """The error for a feature that cannot work over Spark Connect."""
     return RuntimeFailure(f"{what} is not supported over Spark Connect",

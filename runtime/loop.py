@@ -63,6 +63,7 @@ class Round:
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
         self._alive: list[DataFrame] = []
+        self._narrow: dict[int, DataFrame] = {}
         self.nested: list[str] = []
 
     # -- what generated code calls
@@ -108,6 +109,17 @@ class Round:
         self._key_of[id(ck)] = key
         return ck
 
+    def narrowed(self, df: DataFrame, partitions: Optional[int]) -> DataFrame:
+        """`df` in at most `partitions` partitions, once per frame (so a stream that is both fed back
+        and emitted is still one checkpoint); a checkpoint of this round stays as it is."""
+        if partitions is None or id(df) in self._by_frame:
+            return df
+        known = self._narrow.get(id(df))
+        if known is None:
+            known = self._narrow[id(df)] = df.coalesce(partitions)
+            self._alive += [df, known]
+        return known
+
     def key_of(self, ck: DataFrame) -> str:
         return self._key_of[id(ck)]
 
@@ -143,6 +155,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
         emitted.update({node: pieces for node, pieces in restore.emitted.items() if node in emitted})
         last = dict(restore.last)
     first = round_no
+    narrow = None  # partitions of the fed-back and emitted checkpoints from the second round on
     from scopeflow.runtime.snapshots import Level
 
     level = Level(spec.scope, activation, recompute=spec.snapshot_recompute)
@@ -159,8 +172,8 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
                 variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
             outs = body(rnd, **variables, **cached)
             feedback = {v: _feedback_frame(job, spec, v, outs) for v in spec.vars}
-            fb_ck = {v: rnd.checkpoint(f"feedback/{v}", df) for v, df in feedback.items()}
-            emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", outs[e.node])
+            fb_ck = {v: rnd.checkpoint(f"feedback/{v}", rnd.narrowed(df, narrow)) for v, df in feedback.items()}
+            emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], narrow))
                        for e in spec.emits if e.mode in ("all", "last")}
             until_ck = rnd.checkpoint(f"until/{spec.until}", outs[spec.until]) if spec.until else None
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
@@ -170,6 +183,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
                 state.commit(counts)
             if round_no == first:
                 received = {v: counts[rnd.key_of(df)] for v, df in variables.items()}
+                narrow = _narrowing(job, fb_ck)
             in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
             for var, vid in spec.var_nodes.items():
                 op_counts[vid] = received.get(var, 0)
@@ -207,6 +221,21 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             df.unpersist()
     job.release(held)
     return _outputs(job, spec, emitted, last, states)
+
+
+def _narrowing(job, fb_ck: dict) -> Optional[int]:
+    """How many partitions the loop's fed-back and emitted streams need: as many as Spark runs tasks
+    at once, when no feedback keeps a partitioning the next round could use.
+
+    Such a stream is re-partitioned by whatever reads it next (the next round's group or join, a
+    sink), so more partitions than task slots only add tasks to every round's job: measured on 2
+    cores, connected components' rounds went from 14 to 10 tasks and ~60 to ~40 ms per job. Decided
+    once per activation, from the first round's feedback checkpoints (every round builds the
+    same plans)."""
+    slots = compat.task_slots(job.spark)
+    if not slots or not fb_ck or not all(compat.unknown_partitioning(ck) for ck in fb_ck.values()):
+        return None
+    return slots if slots < job.partitions else None
 
 
 def restored_state(job, op: str, doc: dict, restore):

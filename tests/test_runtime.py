@@ -42,6 +42,63 @@ def test_every_round_is_one_spark_job(spark, example_copy, example, scopes):
         assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), scope
 
 
+def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
+    """Tasks of the final stage of a round's one Spark job (the stage that computes its checkpoints)."""
+    tracker = spark.sparkContext.statusTracker()
+    job_id = min(tracker.getJobIdsForGroup(f"scopeflow:{job.run_id}:{scope}#1/r{round_no}"))  # later: the sink's
+    return tracker.getStageInfo(max(tracker.getJobInfo(job_id).stageIds)).numTasks
+
+
+@pytest.fixture
+def many_partitions(spark):
+    """More shuffle partitions than the session runs tasks at once (then restored)."""
+    from scopeflow.runtime import compat
+
+    slots = compat.task_slots(spark)
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(slots + 2))
+    yield slots, slots + 2
+    spark.conf.set("spark.sql.shuffle.partitions", saved)
+
+
+def test_fed_back_stream_is_narrowed_to_task_slots(spark, example_copy, many_partitions):
+    # connected components feeds back a join's projection: no partitioning the next round could use,
+    # so from the second round on it is checkpointed in as many partitions as Spark runs tasks at once
+    slots, partitions = many_partitions
+    flow = example_copy("connected_components.flow")
+    job = run_file(flow, spark=spark)
+    rounds = loop_rounds(job, "cc")
+    assert len(rounds) > 3
+    # the first round also materialises the entry variable; its feedback is not narrowed yet
+    assert round_result_tasks(spark, job, "cc", 0) == 3 * partitions
+    for r in rounds[1:]:
+        assert round_result_tasks(spark, job, "cc", r["round"]) == partitions + slots
+    got = read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int))
+    edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "graph.csv"), (int, int))
+    assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges)
+
+
+def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions):
+    # a reduce's output is hash-partitioned by its keys, which the next round's fold uses: not narrowed
+    slots, partitions = many_partitions
+    flow = write_flow(tmp_path, """
+        source seed = values (k: long, v: long) [(1, 5), (2, 7), (3, 9), (1, 4)]
+        out = loop l(x = seed) max 10 {
+            best = x | reduce(by k, v = min(v))
+            again = best | select(k, v = v - 1) | where(v > 0)
+            feedback x <- again
+            emit state best
+        }
+        sink out -> csv("out/o", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    rounds = loop_rounds(job, "l")
+    assert len(rounds) > 2
+    for r in rounds[1:]:
+        assert round_result_tasks(spark, job, "l", r["round"]) == 2 * partitions
+    assert sorted(read_output(str(tmp_path / "out/o"), (int, int))) == [(1, 1), (2, 1), (3, 1)]
+
+
 def test_1500_rounds_without_plan_growth(spark, tmp_path):
     flow = write_flow(tmp_path, """
         source seed = values (n: long) [(0)]
