@@ -79,10 +79,16 @@ def task_slots(spark) -> Optional[int]:
     m = master(spark)
     if m is None:
         return None
-    if m.startswith("local"):
-        inner = m[m.find("[") + 1:m.find("]")].split(",")[0] if "[" in m else "1"
-        return os.cpu_count() or 1 if inner == "*" else int(inner)
-    return spark.sparkContext.defaultParallelism
+    return local_slots(m) or spark.sparkContext.defaultParallelism
+
+
+def local_slots(master_url: str) -> Optional[int]:
+    """Task slots of a local master: `local` 1, `local[N]` and `local[N,F]` N, `local[*]` the cores; None
+    for anything else (a cluster, `local-cluster[...]`)."""
+    if not master_url.startswith("local") or master_url.startswith("local-cluster"):
+        return None
+    inner = master_url[master_url.find("[") + 1:master_url.find("]")].split(",")[0].strip() if "[" in master_url else "1"
+    return (os.cpu_count() or 1) if inner == "*" else int(inner)
 
 
 def unknown_partitioning(ck) -> bool:

@@ -61,6 +61,18 @@ def many_partitions(spark):
     spark.conf.set("spark.sql.shuffle.partitions", saved)
 
 
+def test_task_slots_of_local_masters():
+    from scopeflow.runtime.compat import local_slots
+
+    assert local_slots("local") == 1
+    assert local_slots("local[3]") == 3
+    assert local_slots("local[3,2]") == 3
+    assert local_slots("local[*]") == (os.cpu_count() or 1)
+    assert local_slots("local[*,4]") == (os.cpu_count() or 1)
+    assert local_slots("local-cluster[2,1,1024]") is None  # executors are processes: Spark's parallelism
+    assert local_slots("spark://127.0.0.1:7077") is None
+
+
 def test_fed_back_stream_is_narrowed_to_task_slots(spark, example_copy, many_partitions):
     # connected components feeds back a join's projection: no partitioning the next round could use,
     # so from the second round on it is checkpointed in as many partitions as Spark runs tasks at once
