@@ -262,16 +262,19 @@ class Job:
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
         frames = [pre for _, pre, _ in pending]
-        if compat.is_connect(self.spark):
+        # Reliable checkpoints are written by a second job that recomputes them (and their counters).
+        if compat.checkpoint_mode(self.spark) in ("connect", "reliable"):
             counts = tagged_counts([(key, ck) for key, _, ck in pending])
             observed = self._observed(frames)
         else:
-            compute_checkpoints([ck for _, _, ck in pending])
+            total = compute_checkpoints(self.spark, [ck for _, _, ck in pending])
             observed = self._observed(frames, everything=True)
-            missing = [key for key, _, _ in pending if CHECKPOINT_COUNTER + key not in observed]
-            if missing:  # never guess a count: a wrong 0 would end the loop early
-                raise RuntimeError(f"internal error: no record count for round checkpoints {missing}")
-            counts = {key: observed.pop(CHECKPOINT_COUNTER + key) for key, _, _ in pending}
+            counts = {key: observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in pending}
+            if None in counts.values() or sum(counts.values()) != total:
+                # never guess: a wrong 0 would end the loop early. Counters can disagree with the
+                # job's own count (e.g. a stage re-run after a lost executor), so count again; the
+                # checkpoints are stored now, so this job only reads them.
+                counts = tagged_counts([(key, ck) for key, _, ck in pending])
         if self.detailed and not compat.is_connect(self.spark):
             for op, ms in operator_times([(key, pre) for key, pre, _ in pending]).items():
                 self._op_ms[op] = self._op_ms.get(op, 0.0) + ms

@@ -175,7 +175,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             fb_ck = {v: rnd.checkpoint(f"feedback/{v}", rnd.narrowed(df, narrow)) for v, df in feedback.items()}
             emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], narrow))
                        for e in spec.emits if e.mode in ("all", "last")}
-            until_ck = rnd.checkpoint(f"until/{spec.until}", outs[spec.until]) if spec.until else None
+            until_ck = rnd.checkpoint(f"until/{spec.until}", rnd.narrowed(outs[spec.until], narrow)) if spec.until else None
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
             counts, op_counts = job.materialise(rnd.pending)
             spark_jobs = job.jobs_in_group(group)
@@ -299,16 +299,20 @@ def union_all(frames: list) -> DataFrame:
     return _fold(lambda a, b: a.unionByName(b), frames)
 
 
-def compute_checkpoints(checkpoints: list) -> None:
-    """The one action of a round (classic Spark): compute and store every checkpoint in one job.
+def compute_checkpoints(spark, checkpoints: list) -> int:
+    """The one action of a round (classic Spark): compute and store every checkpoint in one job;
+    return the number of records of all of them together.
 
     The checkpoints' RDDs are unioned and counted at the RDD level: one Spark
     job, no SQL query to plan and no listener event to wait for. Record counts
-    come from the `observe` counters inside the checkpointed plans, which that
-    same job fills (`Job._observed`).
+    per checkpoint come from the `observe` counters inside the checkpointed
+    plans, which that same job fills (`Job._observed`). The tasks get the
+    session's SQL settings as a SQL query's tasks do (`SQLExecutionRDD`).
     """
     rdds = [ck._jdf.queryExecution().logical().rdd() for ck in checkpoints]
-    _fold(lambda a, b: a.union(b), rdds).count()
+    union = _fold(lambda a, b: a.union(b), rdds)
+    wrap = compat.cached(spark, "sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
+    return int(wrap(union, spark._jsparkSession.sessionState().conf()).count())
 
 
 def tagged_counts(frames: list[tuple[str, DataFrame]]) -> dict:
