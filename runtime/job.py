@@ -251,19 +251,23 @@ class Job:
         return sum(pre._jdf.queryExecution().logical().treeString().count("\n") for _, pre, _ in pending)
 
     def checkpoint_counter(self, key: str, df: DataFrame) -> DataFrame:
-        """`df` with the record counter of round checkpoint `key` (classic Spark; over Connect the
-        round's action counts instead, see `materialise`)."""
-        if compat.is_connect(self.spark):
+        """`df` with the record counter of round checkpoint `key` (where `_counts_in_plans`; else the
+        round's action counts, see `materialise`)."""
+        if not self._counts_in_plans():
             return df
         return df.observe(CHECKPOINT_COUNTER + key, self._record_counter())
+
+    def _counts_in_plans(self) -> bool:
+        """Do round checkpoints count their records inside their own plans? Not over Connect (no JVM)
+        and not for reliable checkpoints (Spark's second write job recomputes them, and their counters)."""
+        return compat.checkpoint_mode(self.spark) not in ("connect", "reliable")
 
     def materialise(self, pending: list) -> tuple[dict, dict]:
         """Run the round's single Spark job; return record counts per key and per operator."""
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
         frames = [pre for _, pre, _ in pending]
-        # Reliable checkpoints are written by a second job that recomputes them (and their counters).
-        if compat.checkpoint_mode(self.spark) in ("connect", "reliable"):
+        if not self._counts_in_plans():
             counts = tagged_counts([(key, ck) for key, _, ck in pending])
             observed = self._observed(frames)
         else:

@@ -90,19 +90,25 @@ def test_fed_back_stream_is_narrowed_to_task_slots(spark, example_copy, many_par
     assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges)
 
 
-def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions):
-    # a reduce's output is hash-partitioned by its keys, which the next round's fold uses: not narrowed
-    slots, partitions = many_partitions
-    flow = write_flow(tmp_path, """
-        source seed = values (k: long, v: long) [(1, 5), (2, 7), (3, 9), (1, 4)]
-        out = loop l(x = seed) max 10 {
+def countdown_flow(tmp_path, seed: list, max_rounds: int) -> str:
+    """A loop whose reduce keeps each key's minimum and feeds back minimum - 1 while it is positive."""
+    rows = ", ".join(f"({k}, {v})" for k, v in seed)
+    return write_flow(tmp_path, f"""
+        source seed = values (k: long, v: long) [{rows}]
+        out = loop l(x = seed) max {max_rounds} {{
             best = x | reduce(by k, v = min(v))
             again = best | select(k, v = v - 1) | where(v > 0)
             feedback x <- again
             emit state best
-        }
+        }}
         sink out -> csv("out/o", header = true)
     """)
+
+
+def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions):
+    # a reduce's output is hash-partitioned by its keys, which the next round's fold uses: not narrowed
+    slots, partitions = many_partitions
+    flow = countdown_flow(tmp_path, [(1, 5), (2, 7), (3, 9), (1, 4)], max_rounds=10)
     job = run_file(flow, spark=spark)
     rounds = loop_rounds(job, "l")
     assert len(rounds) > 2
@@ -113,16 +119,7 @@ def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions)
 
 def test_round_counts_are_exact(spark, tmp_path):
     # records received, output by the reduce and in flight per round, against a plain-Python run of the loop
-    flow = write_flow(tmp_path, """
-        source seed = values (k: long, v: long) [(1, 5), (2, 7), (3, 9), (1, 4), (4, 1)]
-        out = loop l(x = seed) max 20 {
-            best = x | reduce(by k, v = min(v))
-            again = best | select(k, v = v - 1) | where(v > 0)
-            feedback x <- again
-            emit state best
-        }
-        sink out -> csv("out/o", header = true)
-    """)
+    flow = countdown_flow(tmp_path, [(1, 5), (2, 7), (3, 9), (1, 4), (4, 1)], max_rounds=20)
     job = run_file(flow, spark=spark)
     state, x, expected = {}, [(1, 5), (2, 7), (3, 9), (1, 4), (4, 1)], []
     while True:
