@@ -21,6 +21,9 @@ from scopeflow.stdlib.functions import AGGREGATES, FUNCTIONS
 
 RESERVED = {"F", "sf", "sys", "job", "rnd", "ctx", "pipeline", "main", "PARAMS", "CONFIG", "PIPELINE", "FLOW_FILE",
             "FINGERPRINT", "UDFS"}
+# Operators that output exactly one record per input record (no aggregates, no generators in their
+# expressions: `explode` is its own operator), so the input's record counter counts them too.
+ROW_PRESERVING = frozenset({"select", "derive", "drop"})
 _BINARY = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "%", "==": "==", "!=": "!=", "<": "<", "<=": "<=",
            ">": ">", ">=": ">=", "and": "&", "or": "|"}
 
@@ -159,12 +162,17 @@ class Codegen:
         params = ", ".join(["ctx"] + [self.ident(i) for i in self.chain_inputs(chain)])
         out = [f"def chain_{chain.id}({params}):", f'    """{doc}"""']
         fused = self.fused_applies(nodes)
+        counted = None  # the node of this chain whose counter counts the records of the previous step
         for n in nodes:
             if n.id in fused.get("skip", ()):
+                counted = None
                 continue  # computed by the fused Arrow pass of the apply steps after it
             value = fused["calls"][n.id] if n.id in fused.get("calls", {}) else self.visit(n)
             if n.op not in ("reduce", "distinct"):  # those count themselves (their output is state)
-                value = f"ctx.count({_py(n.id)}, {value})"
+                # select/derive/drop keep every record: the counter of the step before counts them too
+                same_as = f", same_as={_py(counted)}" if n.op in ROW_PRESERVING and n.inputs[0] == counted else ""
+                value = f"ctx.count({_py(n.id)}, {value}{same_as})"
+            counted = n.id
             out.append(f"    {self.ident(n.id)} = {value}")
         out.append(f"    return {self.ident(nodes[-1].id)}")
         return out
@@ -224,10 +232,18 @@ class Codegen:
     def visit_join(self, node):
         a = node.args
         left, right = self.src(node, 0), self.src(node, 1)
-        la, ra = ("l", "r") if left == right else (left, right)
-        cond = self.expr(a["on"], sides=(la, ra))
         how = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi",
                "anti": "left_anti"}[a["how"]]
+        if left != right and not set(a["left_fields"]) & set(a["right_fields"]):
+            # no field name on both sides: plain names are unambiguous, so no aliases (each alias is
+            # one more DataFrame for Spark to analyse, every round in a loop)
+            plain = f"{left}.join({right}, {self.expr(a['on'])}, {_py(how)})"
+            names = [f.name for f in node.schema.fields]
+            if a["how"] in ("semi", "anti") or names == [*a["left_fields"], *a["right_fields"]]:
+                return plain
+            return f"{plain}.select({', '.join(f'F.col({_py(n)})' for n in names)})"
+        la, ra = ("l", "r") if left == right else (left, right)
+        cond = self.expr(a["on"], sides=(la, ra))
         joined = f"{left}.alias({_py(la)}).join({right}.alias({_py(ra)}), {cond}, {_py(how)})"
         if a["how"] in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
             return joined

@@ -67,6 +67,7 @@ class Job:
         self.detailed = False  # `--report`: also per-operator Spark time and pipeline-level record counts
         self._observations: list = []  # (op, Observation) of pipeline-level operators (detailed only)
         self._op_ms: dict = {}  # op -> Spark task milliseconds in loop rounds (detailed only)
+        self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream already have the variable's columns
         self.operator_names: dict = {}  # op -> "select", "union both", ... (the generated OPERATORS)
 
     # ---- parameters and paths --------------------------------------------------------
@@ -110,8 +111,11 @@ class Job:
 
     # ---- operators ----------------------------------------------------------------------
 
-    def count(self, op: str, df: DataFrame) -> DataFrame:
-        """Attach operator `op`'s record counter; Spark fills it in the job that computes `df`."""
+    def count(self, op: str, df: DataFrame, same_as: Optional[str] = None) -> DataFrame:
+        """Attach operator `op`'s record counter; Spark fills it in the job that computes `df`.
+
+        `same_as` (an operator with the same records) matters only in loops (`Round.count`): the
+        pipeline level runs once, and its counters are read one by one for the report."""
         if not self.counters:
             return df
         counter = self._record_counter()
@@ -253,38 +257,47 @@ class Job:
     def checkpoint_counter(self, key: str, df: DataFrame) -> DataFrame:
         """`df` with the record counter of round checkpoint `key` (where `_counts_in_plans`; else the
         round's action counts, see `materialise`)."""
-        if not self._counts_in_plans():
+        if not self.counts_in_plans():
             return df
         return df.observe(CHECKPOINT_COUNTER + key, self._record_counter())
 
-    def _counts_in_plans(self) -> bool:
+    def counts_in_plans(self) -> bool:
         """Do round checkpoints count their records inside their own plans? Not over Connect (no JVM)
         and not for reliable checkpoints (Spark's second write job recomputes them, and their counters)."""
         return compat.checkpoint_mode(self.spark) not in ("connect", "reliable")
 
-    def materialise(self, pending: list) -> tuple[dict, dict]:
-        """Run the round's single Spark job; return record counts per key and per operator."""
+    def materialise(self, pending: list, same_count: Optional[dict] = None) -> tuple[dict, dict]:
+        """Run the round's single Spark job; return record counts per key and per operator.
+
+        `same_count`: operators and checkpoint keys whose records another operator's counter counts."""
+        same_count = same_count or {}
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
         frames = [pre for _, pre, _ in pending]
-        if not self._counts_in_plans():
+        if not self.counts_in_plans():
             counts = tagged_counts([(key, ck) for key, _, ck in pending])
             observed = self._observed(frames)
         else:
             total = compute_checkpoints(self.spark, [ck for _, _, ck in pending])
             observed = self._observed(frames, everything=True)
-            counts = {key: observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in pending}
+            counts = {key: observed.get(same_count[key]) if key in same_count
+                      else observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in pending}
             if None in counts.values() or sum(counts.values()) != total:
                 # never guess: a wrong 0 would end the loop early. Counters can disagree with the
                 # job's own count (e.g. a stage re-run after a lost executor), so count again; the
                 # checkpoints are stored now, so this job only reads them.
                 counts = tagged_counts([(key, ck) for key, _, ck in pending])
+        keys = {key for key, _, _ in pending}
+        for name, base in same_count.items():
+            if name not in keys and base in observed:
+                observed[name] = observed[base]
         if self.detailed and not compat.is_connect(self.spark):
             for op, ms in operator_times([(key, pre) for key, pre, _ in pending]).items():
                 self._op_ms[op] = self._op_ms.get(op, 0.0) + ms
         return counts, observed if self.counters else {}
 
     def _observed(self, frames: list, everything: bool = False) -> dict:
+        """The record counters in the round's executed plans, by name."""
         if not (self.counters or everything) or compat.is_connect(self.spark):  # no JVM counters over Connect
             return compat.observed(self.spark) or {}
         jvm = self.spark._jvm
@@ -293,10 +306,8 @@ class Job:
         out: dict = {}
         for df in frames:
             metrics = collector.collect(df._jdf.queryExecution().executedPlan())
-            it = metrics.iterator()
-            while it.hasNext():
-                kv = it.next()
-                out[kv._1()] = max(out.get(kv._1(), 0), int(kv._2().get(0)))
+            for name, value in _metric_pairs(metrics):
+                out[name] = max(out.get(name, 0), value)
         return out
 
     def compact(self, pieces: list) -> DataFrame:
@@ -399,6 +410,28 @@ class Job:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2, default=str)
         os.replace(tmp, path)
+
+
+_METRIC = re.compile(r"(?:\(|, )([^\s,()]+) -> \[(-?\d+)\](?=[,)])")
+
+
+def _metric_pairs(metrics) -> list[tuple[str, int]]:
+    """(name, count) of a `CollectMetricsExec.collect` map (name -> single-count Row).
+
+    One JVM call reads the whole map as text (`Map(n009 -> [12], ...)`): every entry read
+    through the JVM would cost four round trips, every round. Names are scopeflow's own
+    (operator ids, `_sf_ck:` + checkpoint key); if the text is ever not exactly its `size()`
+    entries, they are read one by one."""
+    text = metrics.toString()
+    pairs = [(m.group(1), int(m.group(2))) for m in _METRIC.finditer(text)]
+    head = text[:text.find("(") + 1]
+    if head + ", ".join(f"{name} -> [{n}]" for name, n in pairs) + ")" == text and len(pairs) == metrics.size():
+        return pairs  # the text is exactly these entries
+    pairs, it = [], metrics.iterator()
+    while it.hasNext():
+        kv = it.next()
+        pairs.append((kv._1(), int(kv._2().get(0))))
+    return pairs
 
 
 def operator_times(frames: list) -> dict:

@@ -64,12 +64,36 @@ class Round:
         self._key_of: dict[int, str] = {}
         self._alive: list[DataFrame] = []
         self._narrow: dict[int, DataFrame] = {}
+        self._counted: dict[int, str] = {}  # id(frame) -> the counter (in its plan) that counts exactly its records
+        self.same_count: dict[str, str] = {}  # operator or checkpoint key -> the counter that also counts it
         self.nested: list[str] = []
 
     # -- what generated code calls
-    def count(self, op: str, df: DataFrame) -> DataFrame:
-        """Attach the record counter of operator `op` (read back after the round's job)."""
-        return self.job.count(op, df)
+    def count(self, op: str, df: DataFrame, same_as: Optional[str] = None) -> DataFrame:
+        """Attach the record counter of operator `op` (read back after the round's job).
+
+        `same_as`: `df` has exactly the records of operator `same_as`'s output (the compiler says so for
+        a select/derive/drop right after it in a chain), so `op` reuses that counter: one `observe`
+        less in the round's plan, and one JVM call less every round."""
+        base = self.same_count.get(same_as, same_as)
+        # --report keeps every counter: they also mark where each operator's Spark time goes
+        if base is not None and not self.job.detailed and base in self._counted.values():
+            self.same_count[op] = base
+            self.same_rows(df, base)
+            return df
+        out = self.job.count(op, df)
+        if out is not df:
+            self.same_rows(out, op)
+        return out
+
+    def same_rows(self, df: DataFrame, counter: Optional[str]) -> None:
+        """`df`'s records are exactly those counted by `counter` (when not None)."""
+        if counter is not None:
+            self._counted[id(df)] = counter
+            self._alive.append(df)
+
+    def counter_of(self, df: DataFrame) -> Optional[str]:
+        return self._counted.get(id(df))
 
     def reduce(self, op: str, df: DataFrame, keys: list, aggs: list) -> DataFrame:
         """`reduce(by keys, name = fn(column), ...)`: fold the round's records into the keyed state."""
@@ -100,7 +124,12 @@ class Round:
         known = self._by_frame.get(id(df))
         if known is not None:
             return known
-        pre = self.job.checkpoint_counter(key, df)  # its record count, collected by the round's job
+        counter = self.counter_of(df) if self.job.counts_in_plans() else None
+        if counter is not None:  # already counted inside its plan (an operator's output, fed back as it is)
+            self.same_count[key] = counter
+            pre = df
+        else:
+            pre = self.job.checkpoint_counter(key, df)  # its record count, collected by the round's job
         ck = compat.checkpoint(self.job.spark, pre, self.index)  # localCheckpoint; cluster/Connect: see compat
         self.pending.append((key, pre, ck))
         self._by_frame[id(df)] = ck
@@ -118,6 +147,7 @@ class Round:
         if known is None:
             known = self._narrow[id(df)] = df.coalesce(partitions)
             self._alive += [df, known]
+            self.same_rows(known, self.counter_of(df))
         return known
 
     def key_of(self, ck: DataFrame) -> str:
@@ -171,13 +201,13 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             if round_no == first:  # entry streams (or restored ones) are plans: materialise them with this round
                 variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
             outs = body(rnd, **variables, **cached)
-            feedback = {v: _feedback_frame(job, spec, v, outs) for v in spec.vars}
+            feedback = {v: _feedback_frame(job, spec, v, outs, rnd) for v in spec.vars}
             fb_ck = {v: rnd.checkpoint(f"feedback/{v}", rnd.narrowed(df, narrow)) for v, df in feedback.items()}
             emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], narrow))
                        for e in spec.emits if e.mode in ("all", "last")}
             until_ck = rnd.checkpoint(f"until/{spec.until}", rnd.narrowed(outs[spec.until], narrow)) if spec.until else None
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
-            counts, op_counts = job.materialise(rnd.pending)
+            counts, op_counts = job.materialise(rnd.pending, rnd.same_count)
             spark_jobs = job.jobs_in_group(group)
             for state in states.values():
                 state.commit(counts)
@@ -274,12 +304,26 @@ def split_top_level(text: str) -> list[str]:
     return out
 
 
-def _feedback_frame(job, spec: LoopSpec, var: str, outs: dict) -> DataFrame:
+def _feedback_frame(job, spec: LoopSpec, var: str, outs: dict, rnd: Round) -> DataFrame:
+    """The records fed back to `var`: its feedback streams, in the variable's column order."""
     columns = [c.split()[0] for c in split_top_level(spec.vars[var])]
-    frames = [outs[n].select(*columns) for n in spec.feedback.get(var, [])]
+    frames = [_in_columns(outs[n], columns, rnd, f"{var}<-{n}") for n in spec.feedback.get(var, [])]
     if not frames:
         return job.spark.createDataFrame([], spec.vars[var])
     return _fold(lambda a, b: a.unionByName(b), frames)
+
+
+def _in_columns(df: DataFrame, columns: list, rnd: Round, node: str) -> DataFrame:
+    """`df` with exactly `columns`, in that order; `df` itself when it already has them (a select costs
+    a JVM round trip and an analysis every round). Row-preserving: `df`'s counter counts it too."""
+    plain = rnd.job.same_columns  # node -> bool, decided once: a body builds the same schemas every round
+    if node not in plain:
+        plain[node] = df.columns == columns
+    if plain[node]:
+        return df
+    out = df.select(*columns)
+    rnd.same_rows(out, rnd.counter_of(df))
+    return out
 
 
 def _outputs(job, spec: LoopSpec, emitted: dict, last: dict, states: dict) -> dict:

@@ -129,14 +129,17 @@ def test_round_counts_are_exact(spark, tmp_path):
         changed = {k: v for k, v in delta.items() if k not in state or v < state[k]}
         state.update(changed)
         again = [(k, v - 1) for k, v in changed.items() if v - 1 > 0]
-        expected.append({"received": len(x), "best": len(changed), "in_flight": len(again)})
+        expected.append({"received": len(x), "best": len(changed), "select": len(changed), "where": len(again),
+                         "in_flight": len(again)})
         x = again
         if not again:
             break
     node = {name.split(" [")[0]: op for op, name in job.operator_names.items()}  # "var x" -> n00k, ...
+    # the select reuses the reduce's counter and the fed-back stream the where's (same records)
     got = [{"received": r["counts"][node["var x"]], "best": r["counts"][node["reduce best"]],
+            "select": r["counts"][node["select"]], "where": r["counts"][node["where again"]],
             "in_flight": r["in_flight"]["x"]} for r in loop_rounds(job, "l")]
-    assert got == [{k: e[k] for k in ("received", "best", "in_flight")} for e in expected]
+    assert got == expected
     assert sorted(read_output(str(tmp_path / "out/o"), (int, int))) == sorted(state.items())
 
 
@@ -468,3 +471,57 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("changes")) == Counter(changes)
     assert Counter(rows("state")) == Counter(state.items())
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
+
+
+class _MetricsMap:
+    """The two faces of a JVM `Map[String, Row]` that `_metric_pairs` reads: its text, or its entries."""
+
+    class _Entry:
+        def __init__(self, name, n):
+            self.name, self.n = name, n
+
+        def _1(self):
+            return self.name
+
+        def _2(self):
+            return self
+
+        def get(self, i):
+            return self.n
+
+    def __init__(self, text: str, entries: dict):
+        self.text, self.entries = text, entries
+
+    def toString(self):  # noqa: N802 - the JVM's name
+        return self.text
+
+    def size(self):
+        return len(self.entries)
+
+    def iterator(self):
+        items = iter([self._Entry(k, v) for k, v in self.entries.items()])
+
+        class It:
+            def __init__(self):
+                self.nxt = next(items, None)
+
+            def hasNext(self):  # noqa: N802
+                return self.nxt is not None
+
+            def next(self):
+                cur, self.nxt = self.nxt, next(items, None)
+                return cur
+
+        return It()
+
+
+def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
+    from scopeflow.runtime.job import _metric_pairs
+
+    entries = {"_sf_ck:n005/state": 10, "n012": 0, "_sf_ck:feedback/x": 3}
+    text = "HashMap(_sf_ck:n005/state -> [10], n012 -> [0], _sf_ck:feedback/x -> [3])"
+    assert sorted(_metric_pairs(_MetricsMap(text, entries))) == sorted(entries.items())
+    # text that does not parse into every entry (a name with ", " in it): read entry by entry
+    odd = {"a, b": 1, "n1": 2}
+    assert sorted(_metric_pairs(_MetricsMap("Map(a, b -> [1], n1 -> [2])", odd))) == sorted(odd.items())
+    assert _metric_pairs(_MetricsMap("Map()", {})) == []

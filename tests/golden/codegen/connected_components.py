@@ -43,8 +43,8 @@ def chain_c04(ctx, labels):
 
 def chain_c05(ctx, best, e):
     """join -> select spread"""
-    n010 = ctx.count('n010', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner'))
-    spread = ctx.count('n011', n010.select(F.col('dst').alias('id'), F.col('label')))
+    n010 = ctx.count('n010', best.join(e, (F.col('id') == F.col('src')), 'inner'))
+    spread = ctx.count('n011', n010.select(F.col('dst').alias('id'), F.col('label')), same_as='n010')
     return spread
 
 

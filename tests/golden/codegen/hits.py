@@ -41,16 +41,16 @@ SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 def chain_c03(ctx, h, e):
     """join -> select -> group a2"""
-    n009 = ctx.count('n009', h.alias('h').join(e.alias('e'), (F.col('h.id') == F.col('e.src')), 'inner'))
-    n010 = ctx.count('n010', n009.select(F.col('dst').alias('id'), F.col('hub').alias('x')))
+    n009 = ctx.count('n009', h.join(e, (F.col('id') == F.col('src')), 'inner'))
+    n010 = ctx.count('n010', n009.select(F.col('dst').alias('id'), F.col('hub').alias('x')), same_as='n009')
     a2 = ctx.count('n011', n010.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('auth')))
     return a2
 
 
 def chain_c04(ctx, a, e):
     """join -> select -> group h2"""
-    n012 = ctx.count('n012', a.alias('a').join(e.alias('e'), (F.col('a.id') == F.col('e.dst')), 'inner'))
-    n013 = ctx.count('n013', n012.select(F.col('src').alias('id'), F.col('auth').alias('x')))
+    n012 = ctx.count('n012', a.join(e, (F.col('id') == F.col('dst')), 'inner'))
+    n013 = ctx.count('n013', n012.select(F.col('src').alias('id'), F.col('auth').alias('x')), same_as='n012')
     h2 = ctx.count('n014', n013.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('hub')))
     return h2
 

@@ -47,19 +47,19 @@ def chain_c03(ctx, h):
     """group deg -> where -> select low"""
     deg = ctx.count('n009', h.groupBy(F.col('src')).agg(F.max(F.col('k')).alias('k'), F.count(F.lit(1)).alias('d')))
     n010 = ctx.count('n010', deg.where((F.col('d') < F.col('k'))))
-    low = ctx.count('n011', n010.select(F.col('src').alias('v')))
+    low = ctx.count('n011', n010.select(F.col('src').alias('v')), same_as='n010')
     return low
 
 
 def chain_c04(ctx, h, low):
     """join"""
-    n012 = ctx.count('n012', h.alias('h').join(low.alias('low'), (F.col('h.src') == F.col('low.v')), 'left_anti'))
+    n012 = ctx.count('n012', h.join(low, (F.col('src') == F.col('v')), 'left_anti'))
     return n012
 
 
 def chain_c05(ctx, n012, low):
     """join kept"""
-    kept = ctx.count('n013', n012.alias('n012').join(low.alias('low'), (F.col('n012.dst') == F.col('low.v')), 'left_anti'))
+    kept = ctx.count('n013', n012.join(low, (F.col('dst') == F.col('v')), 'left_anti'))
     return kept
 
 
@@ -104,8 +104,8 @@ def chain_c07(ctx, g):
 
 def chain_c08(ctx, n016, alive):
     """join gone -> select"""
-    gone = ctx.count('n017', n016.alias('n016').join(alive.alias('alive'), (F.col('n016.v') == F.col('alive.s')), 'left_anti'))
-    n018 = ctx.count('n018', gone.select(F.col('v').alias('id'), (F.col('k') - F.lit(1)).alias('core')))
+    gone = ctx.count('n017', n016.join(alive, (F.col('v') == F.col('s')), 'left_anti'))
+    n018 = ctx.count('n018', gone.select(F.col('v').alias('id'), (F.col('k') - F.lit(1)).alias('core')), same_as='n017')
     return n018
 
 
@@ -151,7 +151,7 @@ def chain_c01(ctx, edges):
 def chain_c02(ctx, edges, n002):
     """union both -> derive"""
     both = ctx.count('n003', edges.unionByName(n002))
-    n004 = ctx.count('n004', both.withColumns({'k': F.lit(1).cast('long')}))
+    n004 = ctx.count('n004', both.withColumns({'k': F.lit(1).cast('long')}), same_as='n003')
     return n004
 
 

@@ -39,8 +39,8 @@ SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
 
 def chain_c02(ctx, p, c):
     """join -> select dist"""
-    n007 = ctx.count('n007', p.alias('p').join(c.alias('c'), F.lit(True), 'inner'))
-    dist = ctx.count('n008', n007.select(F.col('id'), F.col('cid'), (((F.col('px') - F.col('x')) * (F.col('px') - F.col('x'))) + ((F.col('py') - F.col('y')) * (F.col('py') - F.col('y')))).alias('d')))
+    n007 = ctx.count('n007', p.join(c, F.lit(True), 'inner'))
+    dist = ctx.count('n008', n007.select(F.col('id'), F.col('cid'), (((F.col('px') - F.col('x')) * (F.col('px') - F.col('x'))) + ((F.col('py') - F.col('y')) * (F.col('py') - F.col('y')))).alias('d')), same_as='n007')
     return dist
 
 

@@ -39,10 +39,10 @@ SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 def chain_c04(ctx, r, e):
     """join -> select contrib -> group -> select next"""
-    n010 = ctx.count('n010', r.alias('r').join(e.alias('e'), (F.col('r.id') == F.col('e.src')), 'inner'))
-    contrib = ctx.count('n011', n010.select(F.col('dst').alias('id'), (F.col('rank') / F.col('out_degree')).alias('c')))
+    n010 = ctx.count('n010', r.join(e, (F.col('id') == F.col('src')), 'inner'))
+    contrib = ctx.count('n011', n010.select(F.col('dst').alias('id'), (F.col('rank') / F.col('out_degree')).alias('c')), same_as='n010')
     n012 = ctx.count('n012', contrib.groupBy(F.col('id')).agg(F.sum(F.col('c')).alias('s')))
-    next = ctx.count('n013', n012.select(F.col('id'), (F.lit(0.15) + (F.lit(0.85) * F.col('s'))).alias('rank')))
+    next = ctx.count('n013', n012.select(F.col('id'), (F.lit(0.15) + (F.lit(0.85) * F.col('s'))).alias('rank')), same_as='n012')
     return next
 
 
@@ -79,7 +79,7 @@ def chain_c01(ctx, edges):
 def chain_c02(ctx, edges, degrees):
     """join -> select out_edges"""
     n004 = ctx.count('n004', edges.alias('edges').join(degrees.alias('degrees'), (F.col('edges.src') == F.col('degrees.src')), 'inner').select(F.col('edges.src'), F.col('edges.dst'), F.col('degrees.out_degree')))
-    out_edges = ctx.count('n005', n004.select(F.col('src'), F.col('dst'), F.col('out_degree')))
+    out_edges = ctx.count('n005', n004.select(F.col('src'), F.col('dst'), F.col('out_degree')), same_as='n004')
     return out_edges
 
 

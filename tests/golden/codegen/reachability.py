@@ -36,8 +36,8 @@ SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
 
 def chain_c02(ctx, r, e):
     """join -> select -> union -> distinct next"""
-    n007 = ctx.count('n007', r.alias('r').join(e.alias('e'), (F.col('r.v') == F.col('e.src')), 'inner'))
-    n008 = ctx.count('n008', n007.select(F.col('dst').alias('v')))
+    n007 = ctx.count('n007', r.join(e, (F.col('v') == F.col('src')), 'inner'))
+    n008 = ctx.count('n008', n007.select(F.col('dst').alias('v')), same_as='n007')
     n009 = ctx.count('n009', n008.unionByName(r))
     next = ctx.distinct('n010', n009)
     return next

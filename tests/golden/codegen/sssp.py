@@ -42,8 +42,8 @@ def chain_c02(ctx, d):
 
 def chain_c03(ctx, best, e):
     """join -> select relax"""
-    n009 = ctx.count('n009', best.alias('best').join(e.alias('e'), (F.col('best.id') == F.col('e.src')), 'inner'))
-    relax = ctx.count('n010', n009.select(F.col('dst').alias('id'), (F.col('dist') + F.col('w')).alias('dist')))
+    n009 = ctx.count('n009', best.join(e, (F.col('id') == F.col('src')), 'inner'))
+    relax = ctx.count('n010', n009.select(F.col('dst').alias('id'), (F.col('dist') + F.col('w')).alias('dist')), same_as='n009')
     return relax
 
 
@@ -74,7 +74,7 @@ def chain_c01(ctx, edges):
     """where -> group -> select start"""
     n002 = ctx.count('n002', edges.where((F.col('src') == F.lit(sf.param('source_id')))))
     n003 = ctx.count('n003', n002.select(F.col('src').alias('id')).distinct())
-    start = ctx.count('n004', n003.select(F.col('id'), F.lit(0.0).alias('dist')))
+    start = ctx.count('n004', n003.select(F.col('id'), F.lit(0.0).alias('dist')), same_as='n003')
     return start
 
 

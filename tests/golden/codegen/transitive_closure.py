@@ -40,8 +40,8 @@ def chain_c02(ctx, p):
 
 def chain_c03(ctx, fresh, e):
     """join -> select extended"""
-    n007 = ctx.count('n007', fresh.alias('fresh').join(e.alias('e'), (F.col('fresh.dst') == F.col('e.mid')), 'inner'))
-    extended = ctx.count('n008', n007.select(F.col('src'), F.col('to').alias('dst')))
+    n007 = ctx.count('n007', fresh.join(e, (F.col('dst') == F.col('mid')), 'inner'))
+    extended = ctx.count('n008', n007.select(F.col('src'), F.col('to').alias('dst')), same_as='n007')
     return extended
 
 

@@ -36,7 +36,7 @@ SOURCES = {'n001': 'data/points.csv'}
 def chain_c01(ctx, points):
     """derive -> derive scored -> where kept"""
     n002 = ctx.count('n002', points.withColumns({'score': sf.scalar_udf(UDFS['u'].score, 'double', ['double', 'double'], flow_line=7)(F.col('x'), F.col('y'))}))
-    scored = ctx.count('n003', n002.withColumns({'grade': sf.scalar_udf(UDFS['u'].grade, 'string', ['double'], flow_line=7)(F.col('score'))}))
+    scored = ctx.count('n003', n002.withColumns({'grade': sf.scalar_udf(UDFS['u'].grade, 'string', ['double'], flow_line=7)(F.col('score'))}), same_as='n002')
     kept = ctx.count('n004', scored.where((sf.scalar_udf(UDFS['u'].keep, 'boolean', ['string'], flow_line=8)(F.col('grade')) & (F.col('score') > F.lit(1.0)))))
     return kept
 
