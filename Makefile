@@ -28,7 +28,7 @@ system-deps:
 	@bash scripts/setup.sh system
 
 test: venv
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
 
 test-cluster: venv
 	$(PY) -m pytest -q -m cluster tests/cluster $(PYTEST_ARGS)
