@@ -237,32 +237,31 @@ class Codegen:
         if left != right and not set(a["left_fields"]) & set(a["right_fields"]):
             # no field name on both sides: plain names are unambiguous, so no aliases (each alias is
             # one more DataFrame for Spark to analyse, every round in a loop)
-            plain = f"{left}.join({right}, {self.expr(a['on'])}, {_py(how)})"
-            names = [f.name for f in node.schema.fields]
-            if a["how"] in ("semi", "anti") or names == [*a["left_fields"], *a["right_fields"]]:
-                return plain
-            return f"{plain}.select({', '.join(f'F.col({_py(n)})' for n in names)})"
-        la, ra = ("l", "r") if left == right else (left, right)
-        cond = self.expr(a["on"], sides=(la, ra))
-        joined = f"{left}.alias({_py(la)}).join({right}.alias({_py(ra)}), {cond}, {_py(how)})"
+            la = ra = None
+            joined = f"{left}.join({right}, {self.expr(a['on'])}, {_py(how)})"
+        else:
+            la, ra = ("l", "r") if left == right else (left, right)
+            cond = self.expr(a["on"], sides=(la, ra))
+            joined = f"{left}.alias({_py(la)}).join({right}.alias({_py(ra)}), {cond}, {_py(how)})"
         if a["how"] in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
             return joined
         shared = {lk for lk, rk in a["keys"] if lk == rk}
         right_fields = [f.name for f in node.schema.fields if f.name not in a["left_fields"]]
         if not shared and [f.name for f in node.schema.fields] == [*a["left_fields"], *right_fields]:
             return joined  # the join's own output already has the node's columns in order: no projection
+
+        def col(side, name):
+            return f"F.col({_py(name if side is None else side + '.' + name)})"
+
         cols = []
         for f in node.schema.fields:
-            if f.name in shared:
+            if f.name in shared:  # only on the aliased path: a shared name is on both sides
                 if a["how"] == "full":
-                    cols.append(f"F.coalesce(F.col({_py(la + '.' + f.name)}), F.col({_py(ra + '.' + f.name)}))"
-                                f".alias({_py(f.name)})")
+                    cols.append(f"F.coalesce({col(la, f.name)}, {col(ra, f.name)}).alias({_py(f.name)})")
                 else:
-                    side = ra if a["how"] == "right" else la
-                    cols.append(f"F.col({_py(side + '.' + f.name)})")
+                    cols.append(col(ra if a["how"] == "right" else la, f.name))
             else:
-                side = la if f.name in a["left_fields"] else ra
-                cols.append(f"F.col({_py(side + '.' + f.name)})")
+                cols.append(col(la if f.name in a["left_fields"] else ra, f.name))
         return f"{joined}.select({', '.join(cols)})"
 
     def visit_group(self, node):

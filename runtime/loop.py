@@ -201,7 +201,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             if round_no == first:  # entry streams (or restored ones) are plans: materialise them with this round
                 variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
             outs = body(rnd, **variables, **cached)
-            feedback = {v: _feedback_frame(job, spec, v, outs, rnd) for v in spec.vars}
+            feedback = {v: _feedback_frame(rnd, v, outs) for v in spec.vars}
             fb_ck = {v: rnd.checkpoint(f"feedback/{v}", rnd.narrowed(df, narrow)) for v, df in feedback.items()}
             emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], narrow))
                        for e in spec.emits if e.mode in ("all", "last")}
@@ -304,22 +304,23 @@ def split_top_level(text: str) -> list[str]:
     return out
 
 
-def _feedback_frame(job, spec: LoopSpec, var: str, outs: dict, rnd: Round) -> DataFrame:
+def _feedback_frame(rnd: Round, var: str, outs: dict) -> DataFrame:
     """The records fed back to `var`: its feedback streams, in the variable's column order."""
+    spec = rnd.spec
     columns = [c.split()[0] for c in split_top_level(spec.vars[var])]
     frames = [_in_columns(outs[n], columns, rnd, f"{var}<-{n}") for n in spec.feedback.get(var, [])]
     if not frames:
-        return job.spark.createDataFrame([], spec.vars[var])
-    return _fold(lambda a, b: a.unionByName(b), frames)
+        return rnd.job.spark.createDataFrame([], spec.vars[var])
+    return union_all(frames)
 
 
-def _in_columns(df: DataFrame, columns: list, rnd: Round, node: str) -> DataFrame:
+def _in_columns(df: DataFrame, columns: list, rnd: Round, stream: str) -> DataFrame:
     """`df` with exactly `columns`, in that order; `df` itself when it already has them (a select costs
     a JVM round trip and an analysis every round). Row-preserving: `df`'s counter counts it too."""
-    plain = rnd.job.same_columns  # node -> bool, decided once: a body builds the same schemas every round
-    if node not in plain:
-        plain[node] = df.columns == columns
-    if plain[node]:
+    plain = rnd.job.same_columns  # decided once per stream: a body builds the same schemas every round
+    if stream not in plain:
+        plain[stream] = df.columns == columns
+    if plain[stream]:
         return df
     out = df.select(*columns)
     rnd.same_rows(out, rnd.counter_of(df))
@@ -331,7 +332,7 @@ def _outputs(job, spec: LoopSpec, emitted: dict, last: dict, states: dict) -> di
     for e in spec.emits:
         if e.mode == "all":
             pieces = emitted[e.node]
-            out[e.name] = _fold(lambda a, b: a.unionByName(b), pieces) if pieces else None
+            out[e.name] = union_all(pieces) if pieces else None
         elif e.mode == "last":
             out[e.name] = last.get(e.node)
         else:
