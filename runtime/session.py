@@ -36,7 +36,17 @@ def check_java() -> None:
 
 
 def jvm_log_path() -> str:
+    """Where this process's JVM writes its own output (unless --verbose): kept when a run fails."""
     return os.path.join(tempfile.gettempdir(), f"scopeflow-jvm-{os.getpid()}.log")
+
+
+def discard_jvm_log() -> None:
+    """A run that succeeded needs no JVM log: remove it, so runs do not pile files up in the temp folder.
+    (The JVM keeps writing to the unlinked file until it exits.)"""
+    try:
+        os.remove(jvm_log_path())
+    except FileNotFoundError:
+        pass
 
 
 @contextlib.contextmanager

@@ -349,8 +349,11 @@ def test_config_values_json_and_parquet(spark, tmp_path):
 def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
     flow = example_copy("connected_components.flow")
     report = tmp_path / "run.json"
-    proc = run_cli("run", flow, "--trace", "--report", str(report))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = run_cli("run", flow, "--trace", "--report", str(report), env=dict(os.environ, TMPDIR=str(temp)))
     assert proc.returncode == 0, proc.stderr
+    assert not list(temp.glob("scopeflow-jvm-*.log")), "a run that succeeded leaves no JVM log behind"
     assert "attempt #" in proc.stderr and "decision: no-feedback" in proc.stderr
     assert "rounds/activation" in proc.stderr  # the summary table
     assert "out/components" in proc.stderr
@@ -393,8 +396,11 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
         source edges = read csv("nope/edges.csv", header = true) schema (src: long, dst: long)
         sink edges -> csv("out/x", header = true)
     """)
-    proc = run_cli("run", flow, "--quiet")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = run_cli("run", flow, "--quiet", env=dict(os.environ, TMPDIR=str(temp)))
     assert proc.returncode == 4
+    assert len(list(temp.glob("scopeflow-jvm-*.log"))) == 1, "a failed run keeps Spark's own log"
     assert "source `n001`" in proc.stderr or "source `edges`" in proc.stderr
     assert f"{flow}:2" in proc.stderr and "nope/edges.csv" in proc.stderr
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
