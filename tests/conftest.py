@@ -15,12 +15,20 @@ EXAMPLES = os.path.join(ROOT, "examples")
 sys.path.insert(0, HERE)
 
 
+def pytest_configure(config):
+    import fast_jvm
+
+    fast_jvm.configure(EXAMPLES)  # before the first JVM: the shared session and every subprocess's
+
+
 @pytest.fixture(scope="session")
 def spark():
+    import fast_jvm
     from scopeflow.runtime.session import build_session
 
-    session = build_session("scopeflow-tests", conf={"spark.sql.shuffle.partitions": "2",
-                                                     "spark.default.parallelism": "2"})
+    with fast_jvm.long_running():
+        session = build_session("scopeflow-tests", conf={"spark.sql.shuffle.partitions": "2",
+                                                         "spark.default.parallelism": "2"})
     yield session
     session.stop()
 

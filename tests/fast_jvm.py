@@ -1,0 +1,119 @@
+"""Faster JVM start-ups for the test suite (test support only; scopeflow's own runs are untouched).
+
+The suite starts some fifty Spark drivers: the shared test session, and every `scopeflow run`,
+generated script and spark-submit under test, many of them killed and resumed on purpose.  Each spends
+~10 s of CPU loading and JIT-compiling Spark's classes before its first task, on a 2-core CI machine.
+Two standard JVM features cut that by about 40 % (measured: a `scopeflow run` of the connected
+components example, 19.8 s -> 11.7 s wall):
+
+- Application Class-Data Sharing: a training run dumps the classes it loaded into an archive
+  (`-XX:ArchiveClassesAtExit`), later JVMs map it instead of parsing and verifying ~15,000 classes from
+  jars (`-XX:SharedArchiveFile`).  A JVM that cannot use the archive (another class path, another JDK)
+  says so in its own log and loads classes as usual: same behaviour, only slower.
+- `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`: the quick JIT tier and the single-threaded collector suit
+  short runs on small data on two cores.  They change speed, never results.  The shared in-process
+  session, which lives for the whole suite, keeps the full JIT (see `long_running`).
+
+The options reach every Spark driver through SPARK_SUBMIT_OPTS, Spark's own variable for the JVM that
+spark-submit starts (pyspark starts its driver through spark-submit too).  SCOPEFLOW_TEST_JVM=plain turns
+all of it off.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+QUICK_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+
+# the training run: a session, a small loop program with a shuffle, csv in and out, as the tests do
+_TRAINING = textwrap.dedent("""
+    import os, shutil, sys
+    from scopeflow.runtime.launcher import run_file
+    from scopeflow.runtime.session import build_session
+    work, examples = sys.argv[1], sys.argv[2]
+    shutil.copytree(os.path.join(examples, "data"), os.path.join(work, "data"))
+    shutil.copy(os.path.join(examples, "connected_components.flow"), work)
+    spark = build_session("scopeflow-cds-training", conf={"spark.sql.shuffle.partitions": "2"})
+    run_file(os.path.join(work, "connected_components.flow"), spark=spark)
+    gateway = spark.sparkContext._gateway
+    spark.stop()
+    gateway.proc.stdin.close()  # the JVM exits on end of input, and writes the archive as it exits
+    gateway.proc.wait(timeout=300)
+""")
+
+
+def _archive_path(examples: str) -> str:
+    """One archive per JDK, Spark installation and Python: the class path must be the same to use it."""
+    import pyspark
+
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    key = hashlib.sha256("\n".join([version, jars, *sorted(os.listdir(jars)), sys.executable]).encode())
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "scopeflow", "test-jvm", key.hexdigest()[:16] + ".jsa")
+
+
+def _train(archive: str, examples: str) -> bool:
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    partial = f"{archive}.{os.getpid()}.tmp"
+    env = dict(os.environ, SPARK_SUBMIT_OPTS=" ".join([*QUICK_OPTIONS, f"-XX:ArchiveClassesAtExit={partial}"]))
+    with tempfile.TemporaryDirectory() as work:
+        proc = subprocess.run([sys.executable, "-c", _TRAINING, work, examples], env=env,
+                              capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 or not os.path.exists(partial):
+        try:
+            os.remove(partial)
+        except FileNotFoundError:
+            pass
+        print(f"[tests] no class-data archive (training run exit {proc.returncode}); JVMs start the usual way",
+              file=sys.stderr)
+        return False
+    os.replace(partial, archive)  # complete or absent: a half-written archive is never used
+    folder = os.path.dirname(archive)
+    for name in os.listdir(folder):  # archives of an earlier Spark or JDK: ~170 MB each, of no more use
+        if name.endswith(".jsa") and os.path.join(folder, name) != archive:
+            os.remove(os.path.join(folder, name))
+    return True
+
+
+_settings = {}  # "original": SPARK_SUBMIT_OPTS as the suite found it, "archive": the options that map the archive
+
+
+def configure(examples: str) -> None:
+    """Set SPARK_SUBMIT_OPTS for the processes the tests start (see `long_running` for the shared session)."""
+    _settings["original"] = os.environ.get("SPARK_SUBMIT_OPTS")
+    if os.environ.get("SCOPEFLOW_TEST_JVM") == "plain":
+        return
+    archive = []
+    try:
+        path = _archive_path(examples)
+        if os.path.exists(path) or _train(path, examples):
+            archive = [f"-XX:SharedArchiveFile={path}"]
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"[tests] no class-data archive ({exc}); JVMs start the usual way", file=sys.stderr)
+    _settings["archive"] = archive
+    os.environ["SPARK_SUBMIT_OPTS"] = _join(*QUICK_OPTIONS, *archive)
+
+
+def _join(*options) -> str:
+    return " ".join(filter(None, [_settings.get("original"), *options]))
+
+
+@contextlib.contextmanager
+def long_running():
+    """For the JVM of the shared test session, which runs for the whole suite (long loops, 1,500 rounds):
+    the class archive, but the full JIT and the default collector (the quick tier made those tests slower)."""
+    saved = os.environ.get("SPARK_SUBMIT_OPTS")
+    if saved is not None:
+        os.environ["SPARK_SUBMIT_OPTS"] = _join(*_settings.get("archive", []))
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = saved
