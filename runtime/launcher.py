@@ -96,7 +96,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     """Run a generated pipeline module. Returns (exit code, job)."""
     from scopeflow.runtime.job import Job
     from scopeflow.runtime.progress import Progress
-    from scopeflow.runtime.session import build_session, discard_jvm_log
+    from scopeflow.runtime.session import build_session, keep_jvm_log
     from scopeflow.runtime.snapshots import SnapshotRefused
     from scopeflow.runtime.termination import LoopMaxError
 
@@ -104,9 +104,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     progress = Progress(enabled=not quiet)
     job = None
     status, code, message = "ok", EXIT_OK, None
-    own_session = spark is None
     try:
-        if own_session:
+        if spark is None:
             spark = build_session(f"scopeflow:{name}", master, remote, {**module.CONFIG, **(conf or {})}, verbose)
         else:
             for k, v in module.CONFIG.items():
@@ -148,8 +147,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
     elif job is not None:
         progress.summary(name)
-    if own_session and code == EXIT_OK:
-        discard_jvm_log()
+    if code != EXIT_OK:
+        keep_jvm_log()  # the process's JVM log stays for a look (it is removed at exit when every run succeeded)
     return code, job
 
 

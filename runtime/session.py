@@ -1,6 +1,7 @@
 """The SparkSession scopeflow runs on: local by default, quiet, bound to 127.0.0.1."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -36,17 +37,26 @@ def check_java() -> None:
 
 
 def jvm_log_path() -> str:
-    """Where this process's JVM writes its own output (unless --verbose): kept when a run fails."""
+    """Where the JVM this process starts writes its own output (unless --verbose)."""
     return os.path.join(tempfile.gettempdir(), f"scopeflow-jvm-{os.getpid()}.log")
 
 
-def discard_jvm_log() -> None:
-    """A run that succeeded needs no JVM log: remove it, so runs do not pile files up in the temp folder.
-    (The JVM keeps writing to the unlinked file until it exits.)"""
-    try:
-        os.remove(jvm_log_path())
-    except FileNotFoundError:
-        pass
+_jvm_log = {"keep": False}
+
+
+def keep_jvm_log() -> None:
+    """A run in this process failed: its JVM log stays when the process exits."""
+    _jvm_log["keep"] = True
+
+
+def _discard_jvm_log(path: str) -> None:
+    """At exit of a process whose runs all succeeded: the JVM log is of no use, remove it (so runs do not
+    pile files up in the temp folder). A killed process keeps it, as does one where a run failed."""
+    if not _jvm_log["keep"]:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
 
 
 @contextlib.contextmanager
@@ -130,14 +140,22 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
     builder = SparkSession.builder.appName(app)
     for k, v in settings.items():
         builder = builder.config(k, v)
-    log = None if verbose else jvm_log_path()
+    from pyspark import SparkContext
+
+    # only a JVM this call starts gets a log (under spark-submit the JVM is already running, and it is
+    # spark-submit's output)
+    starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    log = jvm_log_path() if starts_jvm and not verbose else None
     try:
         with _jvm_stderr_to(log):
             spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so plainly
+        keep_jvm_log()
         raise RuntimeFailure(f"Spark could not start: {exc}".splitlines()[0],
                              hint="check that Java 17 is installed (java -version) and JAVA_HOME is right"
                                   + (f"; the JVM's output is in {log}" if log else "")) from exc
+    if log is not None:
+        atexit.register(_discard_jvm_log, log)
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")
     return spark

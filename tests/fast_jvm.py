@@ -9,7 +9,7 @@ components example, 19.8 s -> 11.7 s wall):
 - Application Class-Data Sharing: a training run dumps the classes it loaded into an archive
   (`-XX:ArchiveClassesAtExit`), later JVMs map it instead of parsing and verifying ~15,000 classes from
   jars (`-XX:SharedArchiveFile`).  A JVM that cannot use the archive (another class path, another JDK)
-  says so in its own log and loads classes as usual: same behaviour, only slower.
+  loads classes as usual and says so on its stderr (scopeflow's JVM log), never on stdout.
 - `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`: the quick JIT tier and the single-threaded collector suit
   short runs on small data on two cores.  They change speed, never results.  The shared in-process
   session, which lives for the whole suite, keeps the full JIT (see `long_running`).
@@ -27,8 +27,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
+_settings = {}  # "original": SPARK_SUBMIT_OPTS as the suite found it, "archive": the options that map the archive
 QUICK_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+# the JVM prints its own warnings (e.g. "Unable to use shared archive") on stdout, which is the user's
+# output (console sinks, the CLI's): send them to stderr, which scopeflow keeps in its JVM log
+WARNINGS_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+STALE_DAYS = 14  # archives of other checkouts or earlier Sparks are removed when unused this long
 
 # the training run: a session, a small loop program with a shuffle, csv in and out, as the tests do
 _TRAINING = textwrap.dedent("""
@@ -54,35 +60,39 @@ def _archive_path(examples: str) -> str:
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    key = hashlib.sha256("\n".join([version, jars, *sorted(os.listdir(jars)), sys.executable]).encode())
+    # the JVM checks each jar's size and time: a reinstalled pyspark needs a new archive
+    stamps = [f"{n} {st.st_size} {st.st_mtime_ns}" for n in sorted(os.listdir(jars))
+              for st in [os.stat(os.path.join(jars, n))]]
+    key = hashlib.sha256("\n".join([version, jars, *stamps, sys.executable,
+                                    _settings.get("original") or ""]).encode())
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "scopeflow", "test-jvm", key.hexdigest()[:16] + ".jsa")
 
 
 def _train(archive: str, examples: str) -> bool:
-    os.makedirs(os.path.dirname(archive), exist_ok=True)
-    partial = f"{archive}.{os.getpid()}.tmp"
-    env = dict(os.environ, SPARK_SUBMIT_OPTS=" ".join([*QUICK_OPTIONS, f"-XX:ArchiveClassesAtExit={partial}"]))
-    with tempfile.TemporaryDirectory() as work:
-        proc = subprocess.run([sys.executable, "-c", _TRAINING, work, examples], env=env,
-                              capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 or not os.path.exists(partial):
-        try:
-            os.remove(partial)
-        except FileNotFoundError:
-            pass
-        print(f"[tests] no class-data archive (training run exit {proc.returncode}); JVMs start the usual way",
-              file=sys.stderr)
-        return False
-    os.replace(partial, archive)  # complete or absent: a half-written archive is never used
     folder = os.path.dirname(archive)
-    for name in os.listdir(folder):  # archives of an earlier Spark or JDK: ~170 MB each, of no more use
-        if name.endswith(".jsa") and os.path.join(folder, name) != archive:
-            os.remove(os.path.join(folder, name))
+    os.makedirs(folder, exist_ok=True)
+    partial = f"{archive}.{os.getpid()}.tmp"
+    options = [*QUICK_OPTIONS, *WARNINGS_TO_STDERR, f"-XX:ArchiveClassesAtExit={partial}"]
+    env = dict(os.environ, SPARK_SUBMIT_OPTS=_join(*options))
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            proc = subprocess.run([sys.executable, "-c", _TRAINING, work, examples], env=env,
+                                  capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not os.path.exists(partial):
+            print(f"[tests] no class-data archive (training run exit {proc.returncode}); "
+                  "JVMs start the usual way", file=sys.stderr)
+            return False
+        os.replace(partial, archive)  # complete or absent: a half-written archive is never used
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    now = time.time()
+    for name in os.listdir(folder):  # another checkout's or an earlier Spark's archive, ~170 MB each
+        path = os.path.join(folder, name)
+        if path != archive and now - os.stat(path).st_atime > STALE_DAYS * 86400:
+            os.remove(path)
     return True
-
-
-_settings = {}  # "original": SPARK_SUBMIT_OPTS as the suite found it, "archive": the options that map the archive
 
 
 def configure(examples: str) -> None:
@@ -94,7 +104,7 @@ def configure(examples: str) -> None:
     try:
         path = _archive_path(examples)
         if os.path.exists(path) or _train(path, examples):
-            archive = [f"-XX:SharedArchiveFile={path}"]
+            archive = [f"-XX:SharedArchiveFile={path}", *WARNINGS_TO_STDERR]
     except (OSError, subprocess.SubprocessError) as exc:
         print(f"[tests] no class-data archive ({exc}); JVMs start the usual way", file=sys.stderr)
     _settings["archive"] = archive
