@@ -406,6 +406,20 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
 
 
+def test_jvm_log_is_removed_at_exit_only_when_no_run_failed(tmp_path, monkeypatch):
+    from scopeflow.runtime import session
+
+    monkeypatch.setitem(session._jvm_log, "keep", False)
+    log = tmp_path / "scopeflow-jvm-1.log"
+    log.write_text("spark's own output")
+    session._discard_jvm_log(str(log))  # what exit does when every run succeeded
+    assert not log.exists()
+    log.write_text("spark's own output")
+    session.keep_jvm_log()  # a run failed; a later run of the same process succeeds
+    session._discard_jvm_log(str(log))
+    assert log.read_text() == "spark's own output"
+
+
 def test_usage_and_compile_errors(tmp_path, example_copy, run_cli):
     flow = example_copy("connected_components.flow")
     proc = run_cli("run", flow, "--param", "edge_path=x")
