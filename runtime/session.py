@@ -27,11 +27,16 @@ logger.tasks.level = off
 """
 
 
-def check_java() -> None:
+def java_executable() -> str | None:
+    """The `java` Spark will start: $JAVA_HOME/bin/java when that exists, else the one on PATH."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and os.path.exists(os.path.join(java_home, "bin", "java")):
-        return
-    if shutil.which("java") is None:
+        return os.path.join(java_home, "bin", "java")
+    return shutil.which("java")
+
+
+def check_java() -> None:
+    if java_executable() is None:
         raise RuntimeFailure("Java was not found: Spark needs a Java 17 runtime",
                              hint="install it: sudo apt-get install openjdk-17-jre-headless (or set JAVA_HOME)")
 

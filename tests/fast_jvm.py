@@ -57,7 +57,11 @@ def _archive_path(examples: str) -> str:
     """One archive per JDK, Spark installation and Python: the class path must be the same to use it."""
     import pyspark
 
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    from scopeflow.runtime.session import java_executable
+
+    java = java_executable()
+    if java is None:
+        raise FileNotFoundError("no java")
     version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     # the JVM checks each jar's size and time: a reinstalled pyspark needs a new archive
@@ -90,8 +94,11 @@ def _train(archive: str, examples: str) -> bool:
     now = time.time()
     for name in os.listdir(folder):  # another checkout's or an earlier Spark's archive, ~170 MB each
         path = os.path.join(folder, name)
-        if path != archive and now - os.stat(path).st_atime > STALE_DAYS * 86400:
-            os.remove(path)
+        try:
+            if path != archive and now - os.stat(path).st_atime > STALE_DAYS * 86400:
+                os.remove(path)
+        except OSError:  # pruned by another suite first, or not ours to remove: the new archive is still good
+            pass
     return True
 
 
