@@ -385,12 +385,8 @@ class Codegen:
 
     def consumers_in_scope(self, nid: str) -> int:
         node = self.plan.nodes[nid]
-        n = sum(1 for c in self.plan.consumers(nid) if self.plan.nodes[c].scope == node.scope)
-        n += sum(1 for s in self.plan.scopes.values() for _, src in s.feedback if src == nid)
-        n += sum(1 for s in self.plan.scopes.values() for em in s.emits if em.node == nid)
-        n += sum(1 for s in self.plan.sinks if s.node == nid)
-        n += sum(1 for s in self.plan.scopes.values() if s.options.get("until") == nid)
-        return n
+        other_scopes = sum(1 for c in self.plan.consumers(nid) if self.plan.nodes[c].scope != node.scope)
+        return self.plan.uses(nid) - other_scopes
 
     def scope_statements(self, scope, ctx: str) -> list[str]:
         out = []
@@ -477,6 +473,8 @@ class Codegen:
         for var, src in scope.feedback:
             feedback.setdefault(nodes[var].args["var"], []).append(src)
         emits = ", ".join(f"sf.EmitSpec({_py(e.name)}, {_py(e.mode)}, {_py(e.node)})" for e in scope.emits)
+        combine = {nodes[v].args["var"]: self.plan.feedback_combiner(v) for v in scope.vars}
+        combine = {var: op for var, op in combine.items() if op is not None}
         operators = ", ".join(f"{_py(n)}: ({self.plan.op_type(n)}, {_py(nodes[n].label())})"
                               for n in scope.nodes if nodes[n].op not in ("import", "loop", "loop_out"))
         o = scope.options
@@ -493,6 +491,8 @@ class Codegen:
             f"    max_rounds={_py(o.get('max', 1000))},",
             f"    on_max={_py(o.get('on_max', 'fail'))},",
         ]
+        if combine:  # the variable's only reader combines what is fed back to it (Plan.feedback_combiner)
+            lines.append(f"    combine={_py(combine)},")
         if "rounds" in o:
             lines.append(f"    rounds={_py(o['rounds'])},")
         if "until" in o:

@@ -103,7 +103,9 @@ def explain(plan: Plan) -> str:
     out += ["", "feedback edges:"]
     for s in plan.loop_scopes():
         for var, src in s.feedback:
-            out.append(f"  {s.id}: {src} ({plan.nodes[src].label()}) -> {var} ({plan.nodes[var].name})")
+            reader = plan.feedback_combiner(var)
+            combined = f", combined by {reader} ({plan.nodes[reader].label()})" if reader else ""
+            out.append(f"  {s.id}: {src} ({plan.nodes[src].label()}) -> {var} ({plan.nodes[var].name}){combined}")
     out += ["", "emits:"]
     for s in plan.loop_scopes():
         for e in s.emits:

@@ -118,6 +118,41 @@ class Plan:
             return TYPE_FEEDBACK
         return TYPE_OTHER
 
+    def uses(self, node_id: str) -> int:
+        """How many times a node's records are read: by operators and loops of any scope, feedback
+        edges, emits, sinks and `until`."""
+        n = len(self.consumers(node_id))
+        n += sum(1 for s in self.scopes.values() for _, src in s.feedback if src == node_id)
+        n += sum(1 for s in self.scopes.values() for em in s.emits if em.node == node_id)
+        n += sum(1 for s in self.sinks if s.node == node_id)
+        n += sum(1 for s in self.scopes.values() if s.options.get("until") == node_id)
+        return n
+
+    def feedback_combiner(self, var_id: str) -> Optional[str]:
+        """The `reduce` or `distinct` that may combine the records fed back to loop variable `var_id`
+        before they are stored between rounds (a combiner, as in Pregel or Flink's combinable reduce).
+
+        When that operator is the variable's only reader, the records are needed for nothing else:
+        the executor runs the operator's per-round step (the reduce's aggregation by key, the
+        distinct's deduplication) in the round that feeds them back, and stores its result instead
+        (one record per key, partitioned like the operator's state). The operator's output is the
+        same. A reduce must take the variable's columns as its keys (no computed key): it then
+        receives the stored aggregates as they are."""
+        from scopeflow.compiler import expr as X
+
+        var = self.nodes[var_id]
+        consumers = self.consumers(var_id)
+        if var.op != "var" or self.uses(var_id) != 1 or len(consumers) != 1:
+            return None
+        op = self.nodes[consumers[0]]
+        if op.scope != var.scope or op.inputs != [var_id]:
+            return None
+        if op.op == "distinct":
+            return op.id
+        if op.op == "reduce" and all(isinstance(t, X.TCol) and t.name == n for n, t in op.args["keys"]):
+            return op.id
+        return None
+
     def fingerprint(self) -> str:
         """A hash of everything that determines the results: operators, schemas, wiring, options."""
         doc = {

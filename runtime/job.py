@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import compat
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.errors import RuntimeFailure
-from scopeflow.runtime.loop import (LoopSpec, compute_checkpoints, run_activation, split_top_level, tagged_counts,
-                                    union_all)
+from scopeflow.runtime.loop import (FED_COUNTER, LoopSpec, compute_checkpoints, run_activation, split_top_level,
+                                    tagged_counts, union_all)
 from scopeflow.runtime.progress import Progress
 
 _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
@@ -118,12 +118,12 @@ class Job:
         pipeline level runs once, and its counters are read one by one for the report."""
         if not self.counters:
             return df
-        counter = self._record_counter()
+        counter = self.record_counter()
         if self.detailed and not self.levels and not compat.is_connect(self.spark):
             return self._observe(op, df, counter)  # pipeline level: read back for the report
         return df.observe(op, counter)  # in a loop: read from the round's plans (`_observed`)
 
-    def _record_counter(self) -> Column:
+    def record_counter(self) -> Column:
         return compat.cached(self.spark, "record-counter", lambda: F.count(F.lit(1)).alias("n"))
 
     def _observe(self, op: str, df: DataFrame, counter) -> DataFrame:
@@ -259,17 +259,18 @@ class Job:
         round's action counts, see `materialise`)."""
         if not self.counts_in_plans():
             return df
-        return df.observe(CHECKPOINT_COUNTER + key, self._record_counter())
+        return df.observe(CHECKPOINT_COUNTER + key, self.record_counter())
 
     def counts_in_plans(self) -> bool:
         """Do round checkpoints count their records inside their own plans? Not over Connect (no JVM)
         and not for reliable checkpoints (Spark's second write job recomputes them, and their counters)."""
         return compat.checkpoint_mode(self.spark) not in ("connect", "reliable")
 
-    def materialise(self, pending: list, same_count: Optional[dict] = None) -> tuple[dict, dict]:
+    def materialise(self, pending: list, same_count: Optional[dict] = None, also: tuple = ()) -> tuple[dict, dict]:
         """Run the round's single Spark job; return record counts per key and per operator.
 
-        `same_count`: operators and checkpoint keys whose records another operator's counter counts."""
+        `same_count`: operators and checkpoint keys whose records another operator's counter counts.
+        `also`: counters in the round's plans (where `counts_in_plans`) to return with the counts."""
         same_count = same_count or {}
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
@@ -287,6 +288,8 @@ class Job:
                 # job's own count (e.g. a stage re-run after a lost executor), so count again; the
                 # checkpoints are stored now, so this job only reads them.
                 counts = tagged_counts([(key, ck) for key, _, ck in pending])
+            counts.update({name: observed.pop(name, None) if name.startswith(FED_COUNTER) else observed.get(name)
+                           for name in also})
         keys = {key for key, _, _ in pending}
         for name, base in same_count.items():
             if name not in keys and base in observed:
@@ -328,6 +331,7 @@ class Job:
         a = record.attempt
         self.report["rounds"].append({"scope": spec.scope, "activation": activation, "round": record.round,
                                       "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
+                                      "stored": record.stored,
                                       "spark_jobs": record.spark_jobs, "plan_size": self.last_plan_size,
                                       "counts": record.counts})
         self.report["attempts"].append(a.to_json())
@@ -375,7 +379,7 @@ class Job:
             from pyspark.sql import Observation
 
             obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
-            df = df.observe(obs, self._record_counter())
+            df = df.observe(obs, self.record_counter())
         sink_io.write_atomically(self.spark, df, fmt, target, options)
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)

@@ -22,6 +22,8 @@ from scopeflow.runtime import compat
 from scopeflow.runtime.state import FLAG, DistinctState, ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
+FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
+
 
 @define
 class EmitSpec:
@@ -48,6 +50,7 @@ class LoopSpec:
     snapshot_every: object = None
     snapshot_recompute: bool = False
     var_nodes: dict = field(factory=dict)  # variable -> var node id
+    combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (see `combine`)
 
 
 class Round:
@@ -67,6 +70,7 @@ class Round:
         self._counted: dict[int, str] = {}  # id(frame) -> the counter (in its plan) that counts exactly its records
         self.same_count: dict[str, str] = {}  # operator or checkpoint key -> the counter that also counts it
         self.nested: list[str] = []
+        self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
 
     # -- what generated code calls
     def count(self, op: str, df: DataFrame, same_as: Optional[str] = None) -> DataFrame:
@@ -102,7 +106,13 @@ class Round:
             state = self.states[op] = ReduceState(op, list(keys), [(name, fn) for name, fn, _ in aggs])
         if state.delta_aggs is None:  # built once per activation: the aggregates are the same every round
             state.delta_aggs = [self.job.agg_column(fn, col).alias(name) for name, fn, col in aggs]
-        delta = df.groupBy(*keys).agg(*state.delta_aggs)
+        combined = self.combined.get(op)
+        if combined is None:
+            delta = df.groupBy(*keys).agg(*state.delta_aggs)
+        elif df is combined:  # the previous round aggregated these records already (`combine`)
+            delta = df
+        else:
+            raise RuntimeError(f"internal error: reduce {op} reads a combined variable through another operator")
         return self.count(op, state.step(self, delta))
 
     def distinct(self, op: str, df: DataFrame) -> DataFrame:
@@ -162,6 +172,7 @@ class RoundRecord:
     counts: dict
     attempt: object
     spark_jobs: int = -1  # Spark jobs the round ran (status tracker)
+    stored: dict = field(factory=dict)  # variable -> records kept for the next round (fewer when combined)
 
 
 def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: dict, activation: int,
@@ -177,10 +188,13 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
     last: dict[str, DataFrame] = {}
     held: list = []  # checkpoints of the previous round, released once the next round is materialised
     received: dict[str, int] = {}  # records each variable holds this round (the heads' counts)
+    combined: dict[str, str] = {}  # variables holding their reader's per-round result, not the records (`combine`)
     round_no = 0
     if restore is not None:
         round_no, received = restore.round, dict(restore.received)
-        variables = {v: _as_var(job, spec, v, restore.variables.get(v)) for v in spec.vars}
+        combined = {v: op for v, op in restore.combined.items() if spec.combine.get(v) == op}
+        variables = {v: restore.variables.get(v) if v in combined else _as_var(job, spec, v, restore.variables.get(v))
+                     for v in spec.vars}
         states = {op: restored_state(job, op, doc, restore) for op, doc in restore.states.items()}
         emitted.update({node: pieces for node, pieces in restore.emitted.items() if node in emitted})
         last = dict(restore.last)
@@ -195,26 +209,34 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
         while True:
             started = time.perf_counter()
             level.round, level.variables, level.states = round_no, variables, states
-            level.emitted, level.last, level.received = emitted, last, received
+            level.emitted, level.last, level.received, level.combined = emitted, last, received, combined
             rnd = Round(job, spec, activation, round_no, states)
             job.round_group(spec.scope, activation, round_no)
             if round_no == first:  # entry streams (or restored ones) are plans: materialise them with this round
                 variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
+            rnd.combined = {op: variables[v] for v, op in combined.items()}
             outs = body(rnd, **variables, **cached)
             feedback = {v: _feedback_frame(rnd, v, outs) for v in spec.vars}
+            fed = {v: combine(rnd, v, feedback) for v in spec.combine}  # variable -> counter of its raw records
+            fed = {v: counter for v, counter in fed.items() if counter is not None}
             fb_ck = {v: rnd.checkpoint(f"feedback/{v}", rnd.narrowed(df, narrow)) for v, df in feedback.items()}
             emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], narrow))
                        for e in spec.emits if e.mode in ("all", "last")}
             until_ck = rnd.checkpoint(f"until/{spec.until}", rnd.narrowed(outs[spec.until], narrow)) if spec.until else None
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
-            counts, op_counts = job.materialise(rnd.pending, rnd.same_count)
+            counts, op_counts = job.materialise(rnd.pending, rnd.same_count, also=list(fed.values()))
             spark_jobs = job.jobs_in_group(group)
             for state in states.values():
                 state.commit(counts)
-            if round_no == first:
-                received = {v: counts[rnd.key_of(df)] for v, df in variables.items()}
+            if round_no == first:  # (a restored combined variable: the records it stands for, as snapshotted)
+                received = {v: received[v] if v in combined and v in received else counts[rnd.key_of(df)]
+                            for v, df in variables.items()}
                 narrow = _narrowing(job, fb_ck)
             in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
+            stored = dict(in_flight)
+            for v, counter in fed.items():  # the records fed back, not the fewer combined ones stored
+                if in_flight[v]:  # (zero combined records: zero fed back, whatever a counter says)
+                    in_flight[v] = max(in_flight[v], counts.get(counter) or 0)
             for var, vid in spec.var_nodes.items():
                 op_counts[vid] = received.get(var, 0)
             until_records = counts[rnd.key_of(until_ck)] if until_ck is not None else None
@@ -233,16 +255,16 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             job.release([df for df in [*held, *variables.values()] if id(df) not in retained])
             held = [ck for _, _, ck in rnd.pending if id(ck) not in retained]
             seconds = time.perf_counter() - started
-            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt, spark_jobs),
+            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt, spark_jobs, stored),
                            variables=fb_ck, states=states, emitted=emitted, last=last)
             if attempt.terminated:
                 if attempt.decision == "max-fail":
                     raise LoopMaxError(attempt, max_rounds)
                 break
-            variables, received = fb_ck, in_flight
+            variables, received, combined = fb_ck, in_flight, {v: spec.combine[v] for v in fed}
             level.attempt = attempt.id
             job.maybe_snapshot(spec, round_no, Level(spec.scope, activation, round_no + 1, fb_ck, states, emitted,
-                                                     last, in_flight, attempt.id, spec.snapshot_recompute))
+                                                     last, in_flight, attempt.id, spec.snapshot_recompute, combined))
             round_no += 1
     finally:
         job.pop_level()
@@ -251,6 +273,33 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             df.unpersist()
     job.release(held)
     return _outputs(job, spec, emitted, last, states)
+
+
+def combine(rnd: Round, var: str, feedback: dict) -> Optional[str]:
+    """Combine the records fed back to `var` with its only reader's per-round step, in this round's job.
+
+    The compiler names the reader (`Plan.feedback_combiner`): a `reduce`, whose aggregation by key
+    runs here instead of in the next round, or a `distinct`, whose records are deduplicated here. The
+    next round stores and reads one record per key (or distinct record) instead of every record fed
+    back, already partitioned like the reader's state, so its fold needs no shuffle. The reader's
+    output is the same. Only where checkpoints count their records in their own plans (local and
+    replicated checkpoints): the records fed back are counted there too, for the termination
+    attempt. Replaces `feedback[var]`; returns the name of the counter of the records fed back, or
+    None when the variable is not combined this round."""
+    op = rnd.spec.combine[var]
+    state = rnd.states.get(op)
+    if state is None or not rnd.spec.feedback.get(var) or not rnd.job.counts_in_plans():
+        return None
+    raw = feedback[var]
+    counter = rnd.counter_of(raw)
+    if counter is None:
+        counter = FED_COUNTER + var
+        raw = raw.observe(counter, rnd.job.record_counter())
+    if isinstance(state, ReduceState):
+        feedback[var] = raw.groupBy(*state.keys).agg(*state.delta_aggs)
+    else:
+        feedback[var] = raw.distinct()
+    return counter
 
 
 def _narrowing(job, fb_ck: dict) -> Optional[int]:

@@ -58,6 +58,7 @@ class Level:
     received: dict = field(factory=dict)
     attempt: int = 0
     recompute: bool = False  # `snapshot recompute`: positions only, state is recomputed on recovery
+    combined: dict = field(factory=dict)  # variable -> the operator whose combined records it holds
 
 
 @define
@@ -70,6 +71,7 @@ class Restore:
     emitted: dict
     last: dict
     received: dict
+    combined: dict = field(factory=dict)  # variable -> the operator whose combined records it holds
 
 
 def _sha256(path: str) -> str:
@@ -227,6 +229,7 @@ class SnapshotStore:
         if doc["recompute"]:
             return doc
         doc["variables"] = {v: self._frame(df, frames) for v, df in lv.variables.items()}
+        doc["combined"] = dict(lv.combined)  # these variables hold their reader's per-round result (loop.combine)
         doc["states"] = {op: self._state_doc(st, frames) for op, st in lv.states.items() if st.main is not None}
         doc["emitted"] = {node: self._frame(_union(pieces), frames) for node, pieces in lv.emitted.items() if pieces}
         doc["last"] = {node: self._frame(df, frames) for node, df in lv.last.items()}
@@ -394,6 +397,7 @@ class Recovery:
             emitted={node: [self.frame(r)] for node, r in lv["emitted"].items()},
             last={node: self.frame(r) for node, r in lv["last"].items()},
             received=lv.get("received", {}),
+            combined=lv.get("combined", {}),
         )
         return lv["activation"], restore
 

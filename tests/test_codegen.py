@@ -76,3 +76,38 @@ def test_generated_script_help_and_bad_param(tmp_path):
     assert proc.returncode == 0 and "--param" in proc.stdout
     proc = subprocess.run([sys.executable, str(script), "--param", "nope=1"], capture_output=True, text=True)
     assert proc.returncode == 2 and "no such param" in proc.stderr
+
+
+COMBINER_CASES = {
+    # the variable's only reader is a reduce keyed by plain columns: it combines what is fed back
+    "reduce": ("best = x | reduce(by k, v = min(v))\nfeedback x <- best | select(k, v = v - 1)\nemit state best",
+               ("reduce", "best")),
+    "distinct": ("d = x | distinct\nfeedback x <- d | select(k, v = v + 1) | where(v < 4)\nemit d", ("distinct", "d")),
+    # the variable is read twice, through another operator, or by a reduce with a computed key: no combiner
+    "read twice": ("best = x | reduce(by k, v = min(v))\nfeedback x <- best | select(k, v = v - 1)\n"
+                   "emit x as seen\nemit state best as final", None),
+    "through a where": ("best = x | where(v > 0) | reduce(by k, v = min(v))\n"
+                        "feedback x <- best | select(k, v = v - 1)\nemit state best", None),
+    "computed key": ("best = x | reduce(by k = k + 0, v = min(v))\nfeedback x <- best | select(k, v = v - 1)\n"
+                     "emit state best", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMBINER_CASES))
+def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
+    body, reader = COMBINER_CASES[case]
+    flow = tmp_path / "c.flow"
+    flow.write_text("source seed = values (k: long, v: long) [(1, 2), (1, 3)]\n"
+                    "out = loop l(x = seed) max 5 on max stop {\n" + body + "\n}\n"
+                    + ("sink out.final -> console()\n" if "as final" in body else "sink out -> console()\n"))
+    result = check_file(str(flow))
+    assert not result.errors, [d.render() for d in result.errors]
+    plan = result.plan
+    var = next(n for n in plan.nodes.values() if n.op == "var")
+    combiner = plan.feedback_combiner(var.id)
+    assert (combiner and (plan.nodes[combiner].op, plan.nodes[combiner].name)) == reader
+    code = plan_to_pyspark(plan, str(flow))
+    if reader:
+        assert f"combine={{'x': '{combiner}'}}," in code
+    else:
+        assert "combine=" not in code

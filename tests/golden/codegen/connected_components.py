@@ -59,6 +59,7 @@ LOOP_CC = sf.LoopSpec(
     operators={'n007': (1, 'labels'), 'n009': (3, 'best'), 'n010': (3, 'join#n010'), 'n011': (2, 'spread')},
     max_rounds=1000,
     on_max='fail',
+    combine={'labels': 'n009'},
 )
 
 

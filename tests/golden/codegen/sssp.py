@@ -58,6 +58,7 @@ LOOP_SSSP = sf.LoopSpec(
     operators={'n006': (1, 'd'), 'n008': (3, 'best'), 'n009': (3, 'join#n009'), 'n010': (2, 'relax')},
     max_rounds=1000,
     on_max='fail',
+    combine={'d': 'n008'},
 )
 
 

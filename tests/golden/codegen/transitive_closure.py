@@ -56,6 +56,7 @@ LOOP_TC = sf.LoopSpec(
     operators={'n004': (1, 'p'), 'n006': (3, 'fresh'), 'n007': (3, 'join#n007'), 'n008': (2, 'extended')},
     max_rounds=1000,
     on_max='fail',
+    combine={'p': 'n006'},
 )
 
 
