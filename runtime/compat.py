@@ -91,11 +91,13 @@ def local_slots(master_url: str) -> Optional[int]:
     return (os.cpu_count() or 1) if inner == "*" else int(inner)
 
 
-def unknown_partitioning(ck) -> bool:
-    """A classic checkpoint whose rows Spark knows no placement of (no hash or range partitioning)."""
-    plan = ck._jdf.queryExecution().logical()
+def unknown_partitioning(df) -> bool:
+    """A classic checkpoint, or frame, whose rows Spark knows no placement of (no hash or range
+    partitioning). For a frame that is not a checkpoint this plans it (once per loop activation)."""
+    qe = df._jdf.queryExecution()
+    plan = qe.logical()
     if plan.getClass().getSimpleName() != "LogicalRDD":
-        return False
+        plan = qe.executedPlan()
     return plan.outputPartitioning().getClass().getSimpleName() == "UnknownPartitioning"
 
 

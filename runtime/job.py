@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import compat
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.errors import RuntimeFailure
-from scopeflow.runtime.loop import (FED_COUNTER, LoopSpec, compute_checkpoints, run_activation, split_top_level,
-                                    tagged_counts, union_all)
+from scopeflow.runtime.loop import (COMBINE_ABOVE, COMBINE_ABOVE_DEFAULT, FED_COUNTER, LoopSpec, compute_checkpoints,
+                                    run_activation, split_top_level, tagged_counts, union_all)
 from scopeflow.runtime.progress import Progress
 
 _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
@@ -69,6 +69,7 @@ class Job:
         self._op_ms: dict = {}  # op -> Spark task milliseconds in loop rounds (detailed only)
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream already have the variable's columns
         self.operator_names: dict = {}  # op -> "select", "union both", ... (the generated OPERATORS)
+        self._combine_above: Optional[int] = None  # spark.scopeflow.combineAbove, read once
 
     # ---- parameters and paths --------------------------------------------------------
 
@@ -260,6 +261,17 @@ class Job:
         if not self.counts_in_plans():
             return df
         return df.observe(CHECKPOINT_COUNTER + key, self.record_counter())
+
+    def combine_above(self) -> int:
+        """Records fed back in a round above which the next round combines a reduce's feedback."""
+        if self._combine_above is None:
+            text = self.spark.conf.get(COMBINE_ABOVE, None)
+            try:
+                self._combine_above = COMBINE_ABOVE_DEFAULT if text is None else int(text)
+            except ValueError:
+                raise RuntimeFailure(f"{COMBINE_ABOVE}={text}: expected a number of records",
+                                     hint="e.g. --conf spark.scopeflow.combineAbove=0 (always combine)") from None
+        return self._combine_above
 
     def counts_in_plans(self) -> bool:
         """Do round checkpoints count their records inside their own plans? Not over Connect (no JVM)

@@ -34,6 +34,17 @@ def spark():
 
 
 @pytest.fixture
+def combine_above(spark):
+    """Set `spark.scopeflow.combineAbove` (records fed back in a round above which the next round
+    combines a reduce's feedback) for one test."""
+    def set_to(records) -> None:
+        spark.conf.set("spark.scopeflow.combineAbove", str(records))
+
+    yield set_to
+    spark.conf.unset("spark.scopeflow.combineAbove")
+
+
+@pytest.fixture
 def example_copy(tmp_path):
     """Copy an example (and the shared data folder) into tmp_path so its outputs land there."""
 

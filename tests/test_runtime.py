@@ -95,37 +95,56 @@ def test_fed_back_stream_is_narrowed_to_task_slots(spark, tmp_path, many_partiti
     assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in range(1, 9))
 
 
-def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions):
+@pytest.mark.parametrize("above", [0, 20])
+def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions, combine_above, above):
     # `labels` is read only by `reduce best`: the records fed back are aggregated by id in the round that
     # feeds them back, so the next round stores one record per vertex, partitioned like the state, and
-    # folds it without a shuffle of either. Attempts and the report still count every record fed back.
+    # folds it without a shuffle of either. That happens in the first round and after rounds that fed back
+    # at least `spark.scopeflow.combineAbove` records. Attempts and the report count every record fed back.
     slots, partitions = many_partitions
+    combine_above(above)
     flow = example_copy("connected_components.flow")
     job = run_file(flow, spark=spark)
     edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "graph.csv"), (int, int))
     both = edges + [(d, s) for s, d in edges]
     state, x, expected = {}, sorted({(s, s) for s, _ in both}), []
-    while True:  # the loop in plain Python: records fed back and distinct ids among them, per round
+    while True:  # the loop in plain Python: records fed back, and those stored (combined or not), per round
         delta = {}
         for k, v in x:
             delta[k] = min(v, delta.get(k, v))
         changed = {k: v for k, v in delta.items() if k not in state or v < state[k]}
         state.update(changed)
+        combined = not expected or expected[-1]["in_flight"] >= above
         x = [(d, changed[s]) for s, d in both if s in changed]
-        expected.append({"in_flight": len(x), "stored": len({k for k, _ in x})})
+        expected.append({"in_flight": len(x), "stored": len({k for k, _ in x}) if combined else len(x)})
         if not x:
             break
     rounds = loop_rounds(job, "cc")
     assert [{"in_flight": r["in_flight"]["labels"], "stored": r["stored"]["labels"]} for r in rounds] == expected
-    assert sum(e["stored"] for e in expected) < sum(e["in_flight"] for e in expected) / 1.5
+    assert sum(e["stored"] for e in expected) < sum(e["in_flight"] for e in expected) / (1.5 if above == 0 else 1.2)
     attempts = [a for a in job.report["attempts"] if a["scope"] == "cc"]
     assert [a["in_flight"]["labels"] for a in attempts] == [e["in_flight"] for e in expected]
     node = {name.split(" [")[0]: op for op, name in job.operator_names.items()}
     assert [r["counts"][node["var labels"]] for r in rounds[1:]] == [e["in_flight"] for e in expected[:-1]]
-    for r in rounds[1:]:  # the state and the combined feedback: both keyed by id, neither narrowed
-        assert round_result_tasks(spark, job, "cc", r["round"]) == 2 * partitions
+    for r, before in zip(rounds[1:], expected):
+        # combined: the state and the feedback, both keyed by id; else the feedback narrowed to the task slots
+        want = 2 * partitions if before["in_flight"] >= above else partitions + slots
+        assert round_result_tasks(spark, job, "cc", r["round"]) == want
+    if above:
+        assert any(e["in_flight"] < above for e in expected[:-1]), "the graph should test both cases"
     got = read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int))
     assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges) == state
+
+
+def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, combine_above):
+    from scopeflow.runtime.errors import RuntimeFailure
+
+    flow = example_copy("connected_components.flow")
+    combine_above("lots")
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(flow, spark=spark)
+    assert "spark.scopeflow.combineAbove=lots" in str(info.value) and "number of records" in str(info.value)
+    assert not os.path.exists(os.path.join(os.path.dirname(flow), "out/components"))
 
 
 def test_feedback_is_deduplicated_when_a_distinct_reads_it(spark, example_copy):
