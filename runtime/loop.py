@@ -23,7 +23,7 @@ from scopeflow.runtime.state import FLAG, DistinctState, ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
 FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
-COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back more records
+COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back at least this many records
 COMBINE_ABOVE_DEFAULT = 100_000
 
 
@@ -182,7 +182,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
     """Run one activation of a loop to termination; return its outputs by emit name."""
     max_rounds = job.resolve_int(spec.max_rounds)
     rounds = job.resolve_int(spec.rounds) if spec.rounds is not None else None
-    if spec.combine:
+    if spec.combine and job.counts_in_plans():
         job.combine_above()  # (a bad setting fails before the first round, not in the second)
     protocol = TerminationProtocol(spec.scope, activation, max_rounds, spec.on_max, rounds, spec.operators)
     cached = {name: job.prepare_import(df, spec.imports.get(name) or []) for name, df in imports.items()}
@@ -221,7 +221,9 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             rnd.combined = {op: variables[v] for v, op in combined.items()}
             outs = body(rnd, **variables, **cached)
             feedback = {v: _feedback_frame(rnd, v, outs) for v in spec.vars}
-            last_fed = received if round_no > first else {}  # (the first round: unknown)
+            # records fed back by the previous round: unknown in an activation's first round; a resumed
+            # activation has them from the snapshot
+            last_fed = received if round_no > first or restore is not None else {}
             raw = dict(feedback)
             fed = {v: combine(rnd, v, feedback, last_fed.get(v)) for v in spec.combine}
             fed = {v: counter for v, counter in fed.items() if counter is not None}  # variable -> counter of the raw
@@ -238,7 +240,9 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             if round_no == first:  # (a restored combined variable: the records it stands for, as snapshotted)
                 received = {v: received[v] if v in combined and v in received else counts[rnd.key_of(df)]
                             for v, df in variables.items()}
-                narrow = _narrowing(job, {v: raw[v] if v in fed else ck for v, ck in fb_ck.items()})
+                # a reduce's feedback is combined only in some rounds: judge it by the records fed back
+                narrow = _narrowing(job, {v: raw[v] if v in fed and isinstance(states.get(spec.combine[v]), ReduceState)
+                                          else ck for v, ck in fb_ck.items()})
             in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
             stored = dict(in_flight)
             for v, counter in fed.items():  # the records fed back, not the fewer combined ones stored
@@ -328,7 +332,8 @@ def _narrowing(job, fb_ck: dict) -> Optional[int]:
     cores, connected components' rounds went from 14 to 10 tasks and ~60 to ~40 ms per job. Decided
     once per activation, from the first round's feedback checkpoints (every round builds the
     same plans). A combined feedback (`combine`) keeps its key partitioning and is never narrowed;
-    what decides for the rounds it is not combined is the partitioning of the records fed back."""
+    a reduce's is combined in some rounds only, so what decides for it is the partitioning of the
+    records fed back."""
     slots = compat.task_slots(job.spark)
     if not slots or not fb_ck or not all(compat.unknown_partitioning(ck) for ck in fb_ck.values()):
         return None

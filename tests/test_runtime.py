@@ -136,13 +136,17 @@ def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_parti
     assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges) == state
 
 
-def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, combine_above):
+def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, combine_above, monkeypatch):
+    from scopeflow.runtime import loop
     from scopeflow.runtime.errors import RuntimeFailure
 
     flow = example_copy("connected_components.flow")
     combine_above("lots")
+    rounds = []
+    monkeypatch.setattr(loop, "Round", lambda *a, **k: rounds.append(a) or pytest.fail("a round started"))
     with pytest.raises(RuntimeFailure) as info:
         run_file(flow, spark=spark)
+    assert rounds == [], "fails before the loop's first round"
     assert "spark.scopeflow.combineAbove=lots" in str(info.value) and "number of records" in str(info.value)
     assert not os.path.exists(os.path.join(os.path.dirname(flow), "out/components"))
 
