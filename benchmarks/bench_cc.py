@@ -31,6 +31,7 @@ import csv
 import datetime
 import glob
 import json
+import math
 import os
 import platform
 import shutil
@@ -381,13 +382,14 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
                 best_txt = f"> {fmt_s(min(r['seconds'] for r in stopped))} ({how})"
                 med_txt = "n/a"
                 per = "n/a"
-                rounds_txt = f"{n}+ (stopped)"
+                rounds_txt = f"{n} (failed)" if len(failed) == len(stopped) else f"{n}+ (stopped)"
             else:
                 best_txt, med_txt, per = fmt_s(b), fmt_s(m), f"{b / max(rounds, 1):.3f}"
                 rounds_txt = str(rounds)
             best[(g, c)], med[(g, c)] = (b, m) if not stopped else (None, None)
-            if stopped:
-                best[(g, c)] = ("stopped", min(r["seconds"] for r in stopped), max(r["rounds"] for r in stopped))
+            if stopped:  # lower bounds: a run that stopped or failed would have taken longer than it ran
+                best[(g, c)] = ("stopped", min(r["seconds"] for r in stopped),
+                                statistics.median(r["seconds"] for r in stopped) if len(stopped) == len(runs) else None)
             lines.append(f"| {g} | {c} | {rounds_txt} | {best_txt} | {med_txt} | "
                          f"{', '.join(fmt_s(s) for s in secs)} | {per} |")
     ratio_lines = ["| graph | scopeflow / delta (best) | scopeflow / delta (median) | naive / scopeflow (best) | "
@@ -398,8 +400,10 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
             x, y = best.get((g, a)), best.get((g, b))
             xm, ym = med.get((g, a)), med.get((g, b))
             if isinstance(x, tuple) and x and x[0] == "stopped":
-                lo = x[1] / (y if which == "best" else ym)
-                return f"> {lo:.1f}x", lo
+                if y is None or isinstance(y, tuple) or (which == "median" and x[2] is None):
+                    return "n/a", None
+                lo = x[1] / y if which == "best" else x[2] / ym
+                return f"> {math.floor(lo * 10) / 10:.1f}x", lo  # (a lower bound: rounded down)
             if x is None or y is None or isinstance(y, tuple):
                 return "n/a", None
             v = x / y if which == "best" else xm / ym
