@@ -364,8 +364,10 @@ def fmt_s(x: float) -> str:
 def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]:
     lines = ["| graph | contender | rounds | best s | median s | runs (s) | s/round (best) |",
              "|---|---|---|---|---|---|---|"]
-    best: dict = {}
-    med: dict = {}
+    done: dict = {"best": {}, "median": {}}  # (graph, contender) -> seconds, where every run finished
+    # (graph, contender) -> seconds a contender took at least, where runs stopped or failed: each would
+    # have taken longer than it ran (the median only when none finished)
+    bound: dict = {"best": {}, "median": {}}
     for g in graphs:
         for c in contenders:
             runs = results.get((g, c), [])
@@ -376,20 +378,21 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
             rounds = runs[0]["rounds"]
             b, m = min(secs), statistics.median(secs)
             if stopped:
+                stopped_secs = [r["seconds"] for r in stopped]
+                bound["best"][(g, c)] = min(stopped_secs)
+                if len(stopped) == len(runs):
+                    bound["median"][(g, c)] = statistics.median(stopped_secs)
                 n = max(r["rounds"] for r in stopped)
                 failed = [r["error"] for r in stopped if r.get("error")]
                 how = f"failed after {n} rounds: {failed[0]}" if failed else f"stopped after {n} rounds"
-                best_txt = f"> {fmt_s(min(r['seconds'] for r in stopped))} ({how})"
+                best_txt = f"> {fmt_s(min(stopped_secs))} ({how})"
                 med_txt = "n/a"
                 per = "n/a"
                 rounds_txt = f"{n} (failed)" if len(failed) == len(stopped) else f"{n}+ (stopped)"
             else:
+                done["best"][(g, c)], done["median"][(g, c)] = b, m
                 best_txt, med_txt, per = fmt_s(b), fmt_s(m), f"{b / max(rounds, 1):.3f}"
                 rounds_txt = str(rounds)
-            best[(g, c)], med[(g, c)] = (b, m) if not stopped else (None, None)
-            if stopped:  # lower bounds: a run that stopped or failed would have taken longer than it ran
-                best[(g, c)] = ("stopped", min(r["seconds"] for r in stopped),
-                                statistics.median(r["seconds"] for r in stopped) if len(stopped) == len(runs) else None)
             lines.append(f"| {g} | {c} | {rounds_txt} | {best_txt} | {med_txt} | "
                          f"{', '.join(fmt_s(s) for s in secs)} | {per} |")
     ratio_lines = ["| graph | scopeflow / delta (best) | scopeflow / delta (median) | naive / scopeflow (best) | "
@@ -397,17 +400,19 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
     ratios: dict = {}
     for g in graphs:
         def r(a, b, which):
-            x, y = best.get((g, a)), best.get((g, b))
-            xm, ym = med.get((g, a)), med.get((g, b))
-            if isinstance(x, tuple) and x and x[0] == "stopped":
-                if y is None or isinstance(y, tuple) or (which == "median" and x[2] is None):
-                    return "n/a", None
-                lo = x[1] / y if which == "best" else x[2] / ym
-                return f"> {math.floor(lo * 10) / 10:.1f}x", lo  # (a lower bound: rounded down)
-            if x is None or y is None or isinstance(y, tuple):
+            y = done[which].get((g, b))
+            if y is None:
                 return "n/a", None
-            v = x / y if which == "best" else xm / ym
-            return f"{v:.2f}x", v
+            if (g, a) in bound["best"]:  # `a` did not finish: a lower bound, rounded down
+                at_least = bound[which].get((g, a))
+                if at_least is None:
+                    return "n/a", None
+                lo = at_least / y
+                return f"> {math.floor(lo * 10) / 10:.1f}x", lo
+            x = done[which].get((g, a))
+            if x is None:
+                return "n/a", None
+            return f"{x / y:.2f}x", x / y
         sd_b, sd_bv = r("scopeflow", "delta", "best")
         sd_m, sd_mv = r("scopeflow", "delta", "median")
         ns_b, ns_bv = r("naive", "scopeflow", "best")

@@ -263,7 +263,7 @@ class Job:
         return df.observe(CHECKPOINT_COUNTER + key, self.record_counter())
 
     def combine_above(self) -> int:
-        """Records fed back in a round (at least) for which the next round combines a reduce's feedback."""
+        """How many records a round must feed back (at least) for the next round to combine a reduce's feedback."""
         if self._combine_above is None:
             text = self.spark.conf.get(COMBINE_ABOVE, None)
             try:
