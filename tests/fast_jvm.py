@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import textwrap
 import time
 
 _settings = {}  # "original": SPARK_SUBMIT_OPTS as the suite found it, "archive": the options that map the archive
+_STATE = "SCOPEFLOW_TEST_JVM_SETTINGS"  # `_settings` as JSON, for the pytest-xdist workers
 QUICK_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 # the JVM prints its own warnings (e.g. "Unable to use shared archive") on stdout, which is the user's
 # output (console sinks, the CLI's): send them to stderr, which scopeflow keeps in its JVM log
@@ -103,7 +105,14 @@ def _train(archive: str, examples: str) -> bool:
 
 
 def configure(examples: str) -> None:
-    """Set SPARK_SUBMIT_OPTS for the processes the tests start (see `long_running` for the shared session)."""
+    """Set SPARK_SUBMIT_OPTS for the processes the tests start (see `long_running` for the shared session).
+
+    pytest-xdist workers inherit the environment of the process that configured it: they take its
+    settings as they are, instead of reading its options as their own and training archives again."""
+    inherited = os.environ.get(_STATE)
+    if inherited:
+        _settings.update(json.loads(inherited))
+        return
     _settings["original"] = os.environ.get("SPARK_SUBMIT_OPTS")
     if os.environ.get("SCOPEFLOW_TEST_JVM") == "plain":
         return
@@ -116,6 +125,7 @@ def configure(examples: str) -> None:
         print(f"[tests] no class-data archive ({exc}); JVMs start the usual way", file=sys.stderr)
     _settings["archive"] = archive
     os.environ["SPARK_SUBMIT_OPTS"] = _join(*QUICK_OPTIONS, *archive)
+    os.environ[_STATE] = json.dumps(_settings)
 
 
 def _join(*options) -> str:

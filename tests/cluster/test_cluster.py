@@ -131,14 +131,20 @@ def test_generated_script_runs_under_spark_submit(spark_cluster, executor_python
     with open(os.path.join(folder, "run.json")) as fh:
         assert json.load(fh)["status"] == "ok"
     assert os.path.isdir(os.path.join(folder, "rdd-ck")), "reliable checkpoints went to the given directory"
-    apps = _finished_apps(spark_cluster)
-    assert any(a.get("name") == "scopeflow:connected_components" for a in apps), \
+    assert "scopeflow:connected_components" in _app_names(spark_cluster), \
         "the job ran on the cluster (spark-submit's --master won over the local default)"
 
 
-def _finished_apps(spark_cluster) -> list:
-    info = sfcluster.master_json(spark_cluster) or {}
-    return info.get("completedapps", []) + info.get("activeapps", [])
+def _app_names(spark_cluster, timeout: float = 60.0) -> set:
+    """Names of the applications the master has run. Its web UI can take more than the 3 s
+    `master_json` allows on a busy machine: ask again until it answers, or for `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = sfcluster.master_json(spark_cluster)
+        if info is not None or time.monotonic() > deadline:
+            info = info or {}
+            return {a.get("name") for a in info.get("completedapps", []) + info.get("activeapps", [])}
+        time.sleep(1)
 
 
 def test_executor_killed_mid_loop_the_run_completes(spark_cluster, executor_python, flow_dir):
