@@ -144,8 +144,11 @@ def adapt_settings(settings: dict, master_arg: Optional[str], conf: Optional[dic
     out = dict(settings)
     effective = master_arg
     if master_arg is None and under_spark_submit():
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
 
+        # connect to spark-submit's JVM first: before that, SparkConf() cannot see its settings (no
+        # --master, no --conf) and the driver would quietly run on local[*]
+        SparkContext._ensure_initialized()
         given = dict(SparkConf().getAll())
         for k in given:
             out.pop(k, None)

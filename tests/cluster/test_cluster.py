@@ -120,6 +120,7 @@ def test_generated_script_runs_under_spark_submit(spark_cluster, executor_python
     submit = os.path.join(sfcluster.spark_home(), "bin", "spark-submit")
     env = {**os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYSPARK_PYTHON": executor_python,
            "SPARK_HOME": sfcluster.spark_home()}
+    before = _apps(spark_cluster)  # earlier tests ran the same pipeline on this cluster
     proc = subprocess.run([submit, "--master", spark_cluster["master_url"], "--conf", "spark.ui.enabled=false",
                            "--conf", "spark.scopeflow.checkpoint=reliable",
                            "--conf", f"spark.scopeflow.checkpointDir=file://{folder}/rdd-ck",
@@ -131,20 +132,17 @@ def test_generated_script_runs_under_spark_submit(spark_cluster, executor_python
     with open(os.path.join(folder, "run.json")) as fh:
         assert json.load(fh)["status"] == "ok"
     assert os.path.isdir(os.path.join(folder, "rdd-ck")), "reliable checkpoints went to the given directory"
-    assert "scopeflow:connected_components" in _app_names(spark_cluster), \
+    new = {name for app, name in _apps(spark_cluster).items() if app not in before}
+    assert new == {"scopeflow:connected_components"}, \
         "the job ran on the cluster (spark-submit's --master won over the local default)"
 
 
-def _app_names(spark_cluster, timeout: float = 60.0) -> set:
-    """Names of the applications the master has run. Its web UI can take more than the 3 s
-    `master_json` allows on a busy machine: ask again until it answers, or for `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        info = sfcluster.master_json(spark_cluster)
-        if info is not None or time.monotonic() > deadline:
-            info = info or {}
-            return {a.get("name") for a in info.get("completedapps", []) + info.get("activeapps", [])}
-        time.sleep(1)
+def _apps(spark_cluster) -> dict:
+    """Id -> name of the applications the master has run. On a busy machine its web UI can take more
+    than `master_json`'s default 3 s to answer: give it 60."""
+    info = sfcluster.master_json(spark_cluster, timeout=60.0)
+    assert info is not None, "the master's web UI did not answer"
+    return {a["id"]: a.get("name") for a in info.get("completedapps", []) + info.get("activeapps", [])}
 
 
 def test_executor_killed_mid_loop_the_run_completes(spark_cluster, executor_python, flow_dir):
