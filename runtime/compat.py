@@ -512,3 +512,17 @@ def jobs_in_group(spark, group: str) -> int:
     if is_connect(spark):
         return -1
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def describe_jobs(spark, group: str) -> list[str]:
+    """The jobs of `group` as text (id, status, stages with their names and tasks): why a round ran
+    more Spark jobs than one."""
+    tracker = spark.sparkContext.statusTracker()
+    out = []
+    for job_id in sorted(tracker.getJobIdsForGroup(group)):
+        info = tracker.getJobInfo(job_id)
+        stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
+        parts = [f"{st.stageId} {st.name} x{st.numTasks}" for st in stages if st is not None]
+        out.append(f"job {job_id} {info.status if info else 'unknown'}: " + "; ".join(parts))
+    return out
+

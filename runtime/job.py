@@ -64,6 +64,7 @@ class Job:
         self.recovery = None  # Recovery when resuming
         self.levels: list = []  # the scope stack: active loop activations, outermost first
         self.last_plan_size = None
+        self.recounted: Optional[str] = None  # why the last round counted its records again, if it did
         self.detailed = False  # `--report`: also per-operator Spark time and pipeline-level record counts
         self._observations: list = []  # (op, Observation) of pipeline-level operators (detailed only)
         self._op_ms: dict = {}  # op -> Spark task milliseconds in loop rounds (detailed only)
@@ -284,6 +285,7 @@ class Job:
         `same_count`: operators and checkpoint keys whose records another operator's counter counts.
         `also`: counters in the round's plans (where `counts_in_plans`) to return with the counts."""
         same_count = same_count or {}
+        self.recounted = None
         if self.diagnostics:
             self.last_plan_size = self.plan_size(pending)
         frames = [pre for _, pre, _ in pending]
@@ -296,6 +298,7 @@ class Job:
             counts = {key: observed.get(same_count[key]) if key in same_count
                       else observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in pending}
             if None in counts.values() or sum(counts.values()) != total:
+                self.recounted = f"counters {counts} against {total} records"
                 # never guess: a wrong 0 would end the loop early. Counters can disagree with the
                 # job's own count (e.g. a stage re-run after a lost executor), so count again; the
                 # checkpoints are stored now, so this job only reads them.
@@ -345,7 +348,7 @@ class Job:
                                       "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
                                       "stored": record.stored,
                                       "spark_jobs": record.spark_jobs, "plan_size": self.last_plan_size,
-                                      "counts": record.counts})
+                                      "counts": record.counts, **({"jobs": record.jobs} if record.jobs else {})})
         self.report["attempts"].append(a.to_json())
         loops = self.report["loops"].setdefault(spec.scope, {"scope": spec.scope, "activations": 0, "rounds": [],
                                                             "attempts": 0})
@@ -373,6 +376,11 @@ class Job:
 
     def jobs_in_group(self, group: str) -> int:
         return compat.jobs_in_group(self.spark, group)  # -1 over Spark Connect
+
+    def explain_jobs(self, group: str) -> list[str]:
+        """Each Spark job of a round's group, and whether the round counted its records again."""
+        recount = [f"records counted again: {self.recounted}"] if self.recounted else []
+        return recount + compat.describe_jobs(self.spark, group)
 
     # ---- sinks --------------------------------------------------------------------------
 

@@ -175,6 +175,7 @@ class RoundRecord:
     attempt: object
     spark_jobs: int = -1  # Spark jobs the round ran (status tracker)
     stored: dict = field(factory=dict)  # variable -> records kept for the next round (fewer when combined)
+    jobs: list = field(factory=list)  # when a round ran more than one Spark job: each job, and why
 
 
 def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: dict, activation: int,
@@ -235,6 +236,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
             counts, op_counts = job.materialise(rnd.pending, rnd.same_count, also=list(fed.values()))
             spark_jobs = job.jobs_in_group(group)
+            jobs = job.explain_jobs(group) if spark_jobs > 1 else []
             for state in states.values():
                 state.commit(counts)
             if round_no == first:  # (a restored combined variable: the records it stands for, as snapshotted)
@@ -266,7 +268,7 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             job.release([df for df in [*held, *variables.values()] if id(df) not in retained])
             held = [ck for _, _, ck in rnd.pending if id(ck) not in retained]
             seconds = time.perf_counter() - started
-            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt, spark_jobs, stored),
+            job.round_done(spec, activation, RoundRecord(round_no, seconds, in_flight, op_counts, attempt, spark_jobs, stored, jobs),
                            variables=fb_ck, states=states, emitted=emitted, last=last)
             if attempt.terminated:
                 if attempt.decision == "max-fail":

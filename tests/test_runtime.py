@@ -39,7 +39,7 @@ def test_every_round_is_one_spark_job(spark, example_copy, example, scopes):
     for scope in scopes:
         rounds = loop_rounds(job, scope)
         assert rounds, scope
-        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), scope
+        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), (scope, [r for r in rounds if "jobs" in r])
 
 
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
@@ -625,3 +625,19 @@ def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
     odd = {"a, b": 1, "n1": 2}
     assert sorted(_metric_pairs(_MetricsMap("Map(a, b -> [1], n1 -> [2])", odd))) == sorted(odd.items())
     assert _metric_pairs(_MetricsMap("Map()", {})) == []
+
+
+def test_a_round_with_more_jobs_than_one_says_which(spark):
+    from scopeflow.runtime import compat
+
+    compat.set_job_group(spark, "scopeflow:test:explain", "two jobs")
+    try:
+        spark.range(10).count()
+        spark.range(5).repartition(2).collect()
+    finally:
+        spark.sparkContext._jsc.clearJobGroup()
+    lines = compat.describe_jobs(spark, "scopeflow:test:explain")
+    # (adaptive execution runs each query as several jobs: as many lines as jobs, each with its stages)
+    assert len(lines) == compat.jobs_in_group(spark, "scopeflow:test:explain") >= 2, lines
+    assert all(" SUCCEEDED: " in line for line in lines), lines
+    assert "collect at " in lines[-1] and lines[-1].count("; ") == 1, lines  # its two stages
