@@ -309,6 +309,19 @@ def next_job_id(spark) -> int:
     return top + 1
 
 
+def describe_error(exc: Exception) -> str:
+    """The first line of an error, with the Java exception behind a Py4J error (e.g. the naive loop's
+    `java.lang.StackOverflowError`: its plans grow with every round)."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            text = f"{java.toString()} ({text.rstrip(': ')})"
+        except Exception:  # noqa: BLE001 - the JVM may be gone: keep Python's first line
+            pass
+    return text[:200]
+
+
 def run_one(spark, contender: str, edges_csv: str, partitions: int, limit_s: float, with_jobs: bool = False):
     work = tempfile.mkdtemp(prefix=f"sf-bench-{contender}-")
     out_dir = os.path.join(work, "out", "components")
@@ -321,7 +334,7 @@ def run_one(spark, contender: str, edges_csv: str, partitions: int, limit_s: flo
     except Exception as exc:  # noqa: BLE001 - e.g. the naive loop running out of driver memory: report, go on
         if contender != "naive":
             raise
-        error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        error = describe_error(exc)
         rounds, stopped = info.get("rounds", 0), True
     seconds = time.perf_counter() - t
     if with_jobs:
@@ -419,7 +432,43 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
         ns_m, ns_mv = r("naive", "scopeflow", "median")
         ratios[g] = {"scopeflow/delta": (sd_bv, sd_mv), "naive/scopeflow": (ns_bv, ns_mv)}
         ratio_lines.append(f"| {g} | {sd_b} | {sd_m} | {ns_b} | {ns_m} |")
-    return "\n".join(lines) + "\n\nRatios:\n\n" + "\n".join(ratio_lines), ratios
+    text = "\n".join(lines) + "\n\nRatios:\n\n" + "\n".join(ratio_lines)
+    return text + equal_rounds(results, graphs), ratios
+
+
+def scopeflow_seconds_at(run: dict, n: int) -> Optional[float]:
+    """Seconds a scopeflow run took to get through its first `n` rounds: the whole run less its later
+    rounds (from its report), so reading the input and writing the output are counted in (never less
+    than the real figure). None without per-round figures or with fewer rounds than `n`."""
+    rounds = (run.get("info") or {}).get("report_rounds")
+    if not rounds or n > len(rounds):
+        return None
+    return run["seconds"] - sum(r["seconds"] for r in rounds[n:])
+
+
+def equal_rounds(results: dict, graphs: list) -> str:
+    """Each naive run that did not finish against scopeflow over the same number of rounds: its time
+    divided by the median time the scopeflow runs took to get as far. A run that failed is compared
+    with one round more than it completed (it failed in that round)."""
+    rows = []
+    for g in graphs:
+        ours = results.get((g, "scopeflow"), [])
+        for i, run in enumerate(results.get((g, "naive"), [])):
+            if not run["stopped"]:
+                continue
+            n = run["rounds"] + (1 if run.get("error") else 0)
+            at = [t for t in (scopeflow_seconds_at(r, n) for r in ours) if t is not None]
+            if not at:
+                continue
+            mine = statistics.median(at)
+            rows.append(f"| {g} | {i + 1} | {n} | {fmt_s(run['seconds'])} | {fmt_s(mine)} | "
+                        f"{run['seconds'] / mine:.1f}x |")
+    if not rows:
+        return ""
+    return ("\n\nNaive runs that did not finish, against scopeflow over as many rounds (scopeflow: median of "
+            "its runs' time to get as far, input read and output written included):\n\n"
+            "| graph | naive run | rounds | naive s | scopeflow s | naive / scopeflow |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows))
 
 
 def write_results(table: str, m: dict, args, graph_info: dict, extra: str) -> None:

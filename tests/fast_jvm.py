@@ -15,7 +15,8 @@ components example, 19.8 s -> 11.7 s wall):
   session, which lives for the whole suite, keeps the full JIT (see `long_running`).
 
 The options reach every Spark driver through SPARK_SUBMIT_OPTS, Spark's own variable for the JVM that
-spark-submit starts (pyspark starts its driver through spark-submit too).  SCOPEFLOW_TEST_JVM=plain turns
+spark-submit starts (pyspark starts its driver through spark-submit too); the cluster tests give the quick
+options to their executors with `executor_conf`.  SCOPEFLOW_TEST_JVM=plain turns
 all of it off.
 """
 from __future__ import annotations
@@ -126,6 +127,17 @@ def configure(examples: str) -> None:
     _settings["archive"] = archive
     os.environ["SPARK_SUBMIT_OPTS"] = _join(*QUICK_OPTIONS, *archive)
     os.environ[_STATE] = json.dumps(_settings)
+
+
+def executor_conf() -> list[str]:
+    """`--conf` options that give a cluster's executors the quick JIT tier and collector too.
+
+    Executors are JVMs the standalone workers start per application, with a class path of their own (so
+    they cannot map the drivers' archive). On the suite's tiny data a cluster run of connected components
+    took 55 CPU-s with them instead of 77, its first round 9.7 s instead of 16.6."""
+    if os.environ.get("SCOPEFLOW_TEST_JVM") == "plain":
+        return []
+    return ["--conf", f"spark.executor.extraJavaOptions={' '.join(QUICK_OPTIONS)}"]
 
 
 def _join(*options) -> str:

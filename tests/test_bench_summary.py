@@ -39,3 +39,24 @@ def test_runs_stopped_by_the_time_limit_say_so():
     table, _ = bench_cc.summarise(results, ["path"], ["scopeflow", "naive"])
     assert "| 300+ (stopped) |" in table and "stopped after 300 rounds" in table
     assert "| > 9.0x | > 9.0x |" in table
+
+
+def test_unfinished_naive_runs_are_compared_over_as_many_rounds():
+    # scopeflow: 1 s of reading, then 10 rounds of 2 s each (the runs' reports); its last round is
+    # followed by 1 s of writing
+    per_round = [{"seconds": 2.0} for _ in range(10)]
+    ours = [dict(run(22.0, 10), info={"report_rounds": per_round}),
+            dict(run(24.0, 10), info={"report_rounds": per_round})]
+    results = {("path", "scopeflow"): ours,
+               ("path", "naive"): [run(30.0, 4, True, "boom"), run(40.0, 6, True), run(50.0, 10)]}
+    table, _ = bench_cc.summarise(results, ["path"], ["scopeflow", "naive"])
+    rows = [line for line in table.splitlines() if line.startswith("| path | ") and line.count("|") == 7]
+    # run 1 failed in its 5th round: scopeflow's runs took 22 - 5 * 2 = 12 and 14 s to get through 5
+    # rounds, median 13 s; run 2 was stopped after 6 rounds: 14 and 16 s, median 15; run 3 finished
+    assert rows == ["| path | 1 | 5 | 30.0 | 13.0 | 2.3x |", "| path | 2 | 6 | 40.0 | 15.0 | 2.7x |"]
+
+
+def test_no_equal_round_table_without_round_figures():
+    results = {("path", "scopeflow"): [run(100.0, 409)], ("path", "naive"): [run(900.5, 300, True)]}
+    table, _ = bench_cc.summarise(results, ["path"], ["scopeflow", "naive"])
+    assert "as many rounds" not in table

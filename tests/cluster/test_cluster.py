@@ -13,6 +13,7 @@ import time
 import psutil
 import pytest
 
+import fast_jvm
 import reference
 from cluster.conftest import EXAMPLES, run_scopeflow
 from conftest import read_output
@@ -44,9 +45,13 @@ def write_path(folder: str, n: int) -> str:
     return f"data/path{n}.csv"
 
 
+QUICK_EXECUTORS = fast_jvm.executor_conf()  # the drivers' quick JIT options for executors too (speed only)
+
+
 def on_cluster(spark_cluster, executor_python) -> list[str]:
     """`scopeflow run` options for the cluster, with executors running the Python that lacks scopeflow."""
-    return ["--master", spark_cluster["master_url"], "--conf", f"spark.pyspark.python={executor_python}"]
+    return ["--master", spark_cluster["master_url"], "--conf", f"spark.pyspark.python={executor_python}",
+            *QUICK_EXECUTORS]
 
 
 def test_cluster_is_up_on_loopback_only(spark_cluster):
@@ -121,7 +126,7 @@ def test_generated_script_runs_under_spark_submit(spark_cluster, executor_python
     env = {**os.environ, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYSPARK_PYTHON": executor_python,
            "SPARK_HOME": sfcluster.spark_home()}
     before = _apps(spark_cluster)  # earlier tests ran the same pipeline on this cluster
-    proc = subprocess.run([submit, "--master", spark_cluster["master_url"], "--conf", "spark.ui.enabled=false",
+    proc = subprocess.run([submit, "--master", spark_cluster["master_url"], "--conf", "spark.ui.enabled=false", *QUICK_EXECUTORS,
                            "--conf", "spark.scopeflow.checkpoint=reliable",
                            "--conf", f"spark.scopeflow.checkpointDir=file://{folder}/rdd-ck",
                            "job.py", "--quiet", "--report", "run.json"], cwd=folder, env=env, capture_output=True,
