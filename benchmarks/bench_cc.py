@@ -467,7 +467,7 @@ def equal_rounds(results: dict, graphs: list) -> str:
         return ""
     return ("\n\nNaive runs that did not finish, against scopeflow over as many rounds (scopeflow: median of "
             "its runs' time to get as far, input read and output written included):\n\n"
-            "| graph | naive run | rounds | naive s | scopeflow s | naive / scopeflow |\n|---|---|---|---|---|---|\n"
+            "| graph | naive run | rounds compared | naive s | scopeflow s | naive / scopeflow |\n|---|---|---|---|---|---|\n"
             + "\n".join(rows))
 
 
