@@ -316,7 +316,7 @@ def describe_error(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:
-            text = f"{java.toString()} ({text.rstrip(': ')})"
+            text = f"{(java.toString().splitlines() or [''])[0]} ({text.rstrip(': ')})"
         except Exception:  # noqa: BLE001 - the JVM may be gone: keep Python's first line
             pass
     return text[:200]
@@ -396,12 +396,14 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
                 if len(stopped) == len(runs):
                     bound["median"][(g, c)] = statistics.median(stopped_secs)
                 n = max(r["rounds"] for r in stopped)
+                lo = min(r["rounds"] for r in stopped)
+                span = str(n) if lo == n else f"{lo}-{n}"
                 failed = [r["error"] for r in stopped if r.get("error")]
-                how = f"failed after {n} rounds: {failed[0]}" if failed else f"stopped after {n} rounds"
+                how = f"failed after {span} rounds: {failed[0]}" if failed else f"stopped after {span} rounds"
                 best_txt = f"> {fmt_s(min(stopped_secs))} ({how})"
                 med_txt = "n/a"
                 per = "n/a"
-                rounds_txt = f"{n} (failed)" if len(failed) == len(stopped) else f"{n}+ (stopped)"
+                rounds_txt = f"{span} (failed)" if len(failed) == len(stopped) else f"{span}+ (stopped)"
             else:
                 done["best"][(g, c)], done["median"][(g, c)] = b, m
                 best_txt, med_txt, per = fmt_s(b), fmt_s(m), f"{b / max(rounds, 1):.3f}"
@@ -449,7 +451,7 @@ def scopeflow_seconds_at(run: dict, n: int) -> Optional[float]:
 def equal_rounds(results: dict, graphs: list) -> str:
     """Each naive run that did not finish against scopeflow over the same number of rounds: its time
     divided by the median time the scopeflow runs took to get as far. A run that failed is compared
-    with one round more than it completed (it failed in that round)."""
+    over the rounds it completed and the one it failed in."""
     rows = []
     for g in graphs:
         ours = results.get((g, "scopeflow"), [])
@@ -465,8 +467,9 @@ def equal_rounds(results: dict, graphs: list) -> str:
                         f"{run['seconds'] / mine:.1f}x |")
     if not rows:
         return ""
-    return ("\n\nNaive runs that did not finish, against scopeflow over as many rounds (scopeflow: median of "
-            "its runs' time to get as far, input read and output written included):\n\n"
+    return ("\n\nNaive runs that did not finish, against scopeflow over as many rounds (a failed run: the rounds it "
+            "completed and the one it failed in; scopeflow: median of its runs' time to get as far, input read and "
+            "output written included):\n\n"
             "| graph | naive run | rounds compared | naive s | scopeflow s | naive / scopeflow |\n|---|---|---|---|---|---|\n"
             + "\n".join(rows))
 

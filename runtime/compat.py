@@ -522,7 +522,7 @@ def describe_jobs(spark, group: str) -> list[str]:
     for job_id in sorted(tracker.getJobIdsForGroup(group)):
         info = tracker.getJobInfo(job_id)
         stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
-        parts = [f"{st.stageId} {st.name} x{st.numTasks}" for st in stages if st is not None]
+        parts = [f"{st.stageId} {st.name}: {st.numCompletedTasks}/{st.numTasks} tasks"
+                 + (f", {st.numFailedTasks} failed" if st.numFailedTasks else "") for st in stages if st is not None]
         out.append(f"job {job_id} {info.status if info else 'unknown'}: " + "; ".join(parts))
     return out
-

@@ -236,7 +236,8 @@ def run_activation(job, spec: LoopSpec, body: Callable, entries: dict, imports: 
             group = job.round_group(spec.scope, activation, round_no)  # nested loops set their own groups
             counts, op_counts = job.materialise(rnd.pending, rnd.same_count, also=list(fed.values()))
             spark_jobs = job.jobs_in_group(group)
-            jobs = job.explain_jobs(group) if spark_jobs > 1 else []
+            # (reliable checkpoints write in jobs of their own: one job per round holds only with counts in plans)
+            jobs = job.explain_jobs(group) if spark_jobs > 1 and job.counts_in_plans() else []
             for state in states.values():
                 state.commit(counts)
             if round_no == first:  # (a restored combined variable: the records it stands for, as snapshotted)

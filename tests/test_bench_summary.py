@@ -54,6 +54,7 @@ def test_unfinished_naive_runs_are_compared_over_as_many_rounds():
     # run 1 failed in its 5th round: scopeflow's runs took 22 - 5 * 2 = 12 and 14 s to get through 5
     # rounds, median 13 s; run 2 was stopped after 6 rounds: 14 and 16 s, median 15; run 3 finished
     assert rows == ["| path | 1 | 5 | 30.0 | 13.0 | 2.3x |", "| path | 2 | 6 | 40.0 | 15.0 | 2.7x |"]
+    assert "after 4-6 rounds: boom" in table  # the main table: the range of rounds the unfinished runs got through
 
 
 def test_no_equal_round_table_without_round_figures():

@@ -641,3 +641,4 @@ def test_a_round_with_more_jobs_than_one_says_which(spark):
     assert len(lines) == compat.jobs_in_group(spark, "scopeflow:test:explain") >= 2, lines
     assert all(" SUCCEEDED: " in line for line in lines), lines
     assert "collect at " in lines[-1] and lines[-1].count("; ") == 1, lines  # its two stages
+    assert lines[-1].endswith(": 2/2 tasks"), lines  # (repartition(2): the result stage ran both of its tasks)
