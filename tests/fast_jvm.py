@@ -115,7 +115,7 @@ def configure(examples: str) -> None:
         _settings.update(json.loads(inherited))
         return
     _settings["original"] = os.environ.get("SPARK_SUBMIT_OPTS")
-    if os.environ.get("SCOPEFLOW_TEST_JVM") == "plain":
+    if _plain():
         return
     archive = []
     try:
@@ -136,9 +136,14 @@ def executor_conf() -> list[str]:
     they cannot map the drivers' archive). On the suite's tiny data a cluster run of connected components
     took 55 CPU-s with them instead of 77, its first round 9.7 s instead of 16.6. (The option replaces any
     `spark.executor.extraJavaOptions` from a spark-defaults.conf; the suite sets none.)"""
-    if os.environ.get("SCOPEFLOW_TEST_JVM") == "plain":
+    if _plain():
         return []
     return ["--conf", f"spark.executor.extraJavaOptions={' '.join(QUICK_OPTIONS)}"]
+
+
+def _plain() -> bool:
+    """SCOPEFLOW_TEST_JVM=plain: every JVM starts the usual way."""
+    return os.environ.get("SCOPEFLOW_TEST_JVM") == "plain"
 
 
 def _join(*options) -> str:
