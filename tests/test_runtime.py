@@ -39,7 +39,9 @@ def test_every_round_is_one_spark_job(spark, example_copy, example, scopes):
     for scope in scopes:
         rounds = loop_rounds(job, scope)
         assert rounds, scope
-        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), (scope, [r for r in rounds if "jobs" in r])
+        why = "\n".join(f"{scope} activation {r['activation']} round {r['round']}: " + " | ".join(r["jobs"])
+                        for r in rounds if "jobs" in r)  # a string: pytest shortens the repr of a structure
+        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), why
 
 
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
