@@ -34,7 +34,16 @@ _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
-LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1"}
+# The record counters (`observe`) must add up every task that fed them. From Spark 4.3 an
+# `observe` counter keeps only the tasks of the stage with the highest RDD id: a round checkpoint
+# read by two shuffle stages gets some partitions computed in each (when the round has more tasks
+# than task slots), and its counter then misses those of the other stage, so the round had to
+# count again in a second job. Within a round every partition is computed once (each stream read
+# twice is a checkpoint), and a re-run stage shows as a counter that disagrees with the round's
+# count, which `Job.materialise` checks; so loops sum all attempts (a setting older Sparks ignore).
+OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
+LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
+             OBSERVE_ALL_ATTEMPTS: "true"}
 CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
 
 

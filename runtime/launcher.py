@@ -104,13 +104,16 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     progress = Progress(enabled=not quiet)
     job = None
     status, code, message = "ok", EXIT_OK, None
+    restore: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
     try:
         if spark is None:
             spark = build_session(f"scopeflow:{name}", master, remote, {**module.CONFIG, **(conf or {})}, verbose)
         else:
             for k, v in module.CONFIG.items():
                 try:
+                    before = spark.conf.get(k, None)
                     spark.conf.set(k, v)
+                    restore.setdefault(k, before)
                 except Exception:  # a static conf of a shared session: it stays as the session has it
                     pass
         job = Job(spark, name, flow_file, params if params is not None else parse_params(module.PARAMS, []),
@@ -143,6 +146,11 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         _current["job"] = None
         if job is not None and report:
             job.write_report(report, status, message)
+        for k, v in restore.items():  # `config` applies to its own run, not to the caller's later work
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
     if message:
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
     elif job is not None:
