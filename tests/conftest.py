@@ -21,17 +21,6 @@ def pytest_configure(config):
     fast_jvm.configure(EXAMPLES)  # before the first JVM: the shared session and every subprocess's
 
 
-def pytest_collection_modifyitems(config, items):
-    """The tests marked `long(seconds)` first, longest first, the others in their order: pytest-xdist
-    hands tests out in this order, so the long ones run beside the short ones instead of one worker
-    ending the run alone. (Not the cluster tests: they share a cluster per worker and stay together.)"""
-    def seconds(item) -> float:
-        mark = item.get_closest_marker("long")
-        return mark.args[0] if mark else 0
-
-    items.sort(key=seconds, reverse=True)  # a stable sort: equal keys keep their order
-
-
 @pytest.fixture(scope="session")
 def spark():
     import fast_jvm

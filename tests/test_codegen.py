@@ -45,7 +45,6 @@ def _copy_example(tmp_path, name):
 
 
 @pytest.mark.spark
-@pytest.mark.long(85)
 def test_script_python_and_spark_submit_match_scopeflow_run(tmp_path, run_cli):
     flow = _copy_example(tmp_path, "connected_components.flow")
     params = ["--param", "edges_path=data/kcore.csv"]

@@ -151,7 +151,6 @@ def _kill_nested_kcore(tmp_path, rng) -> int:
     return h.kills
 
 
-@pytest.mark.long(500)
 def test_kill_and_resume_cc_sssp_kcore_match_references(tmp_path):
     """At least 20 SIGKILL/resume cycles over three pipelines; every output equals its reference exactly.
 
@@ -174,7 +173,6 @@ def _report(path):
         return json.load(fh)
 
 
-@pytest.mark.long(120)
 def test_resume_mid_nested_loop_continues_where_it_stopped(tmp_path, run_cli):
     kc = copy_example(tmp_path, "kcore.flow")
     ck = str(tmp_path / "ck")
@@ -225,7 +223,6 @@ def _interrupted_run(tmp_path, flow, ck, every="3", extra=()):
     assert _snapshots(ck)
 
 
-@pytest.mark.long(60)
 def test_refusals_exit_5_and_touch_nothing(tmp_path, run_cli):
     cc = copy_example(tmp_path, "connected_components.flow")
     ck = str(tmp_path / "ck")
@@ -261,7 +258,6 @@ def test_refusals_exit_5_and_touch_nothing(tmp_path, run_cli):
     assert not os.path.exists(tmp_path / "out" / "components"), "refused runs write no output"
 
 
-@pytest.mark.long(65)
 def test_corrupt_and_truncated_snapshots_fall_back_or_refuse(tmp_path, run_cli):
     cc = copy_example(tmp_path, "connected_components.flow")
     ck = str(tmp_path / "ck")
@@ -299,7 +295,6 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("mode", ["async", "recompute"])
-@pytest.mark.long(95)
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
     write_path_graph(tmp_path / "data" / "path80.csv", 80, seed=3)  # ~80 rounds: room for a mid-loop kill

@@ -88,7 +88,6 @@ def approx_dict(got: dict, want: dict, tol=1e-9):
 # ---- graph ------------------------------------------------------------------------------
 
 @pytest.mark.spark
-@pytest.mark.long(70)
 def test_connected_components_random_graph_and_long_path(tmp_path, spark):
     # a sparse random graph (several components, isolated pairs) and a 150-vertex path whose
     # edges point towards the smallest id (direction must not matter)
@@ -112,7 +111,6 @@ sink connected_components(path) -> csv("out/path", header = true)
 
 
 @pytest.mark.spark
-@pytest.mark.long(55)
 def test_sssp_random_graph_and_long_path(tmp_path, spark):
     rnd = random.Random(2)
     wedges = [(a, b, round(rnd.uniform(0.5, 10.0), 3)) for a, b in random_graph(3, 60, 180)]
@@ -190,7 +188,6 @@ sink path | kcore() -> csv("out/path", header = true)
 
 
 @pytest.mark.spark
-@pytest.mark.long(60)
 def test_reachability(tmp_path, spark):
     edges = random_graph(7, 80, 100)
     seeds = [3, 3, 17, 999]  # a duplicate seed, and one that has no edge at all
