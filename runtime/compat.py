@@ -514,6 +514,14 @@ def jobs_in_group(spark, group: str) -> int:
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
+def _stage_tasks(spark, st) -> str:
+    if not st.numCompletedTasks:  # never submitted (pyspark's stage info has no submission time)?
+        info = spark.sparkContext._jsc.sc().statusTracker().getStageInfo(st.stageId)
+        if info.isDefined() and info.get().submissionTime() <= 0:
+            return f"skipped ({st.numTasks} tasks, their output from an earlier job)"
+    return f"{st.numCompletedTasks}/{st.numTasks} tasks" + (f", {st.numFailedTasks} failed" if st.numFailedTasks else "")
+
+
 def describe_jobs(spark, group: str) -> list[str]:
     """The jobs of `group` as text (id, status, stages with their names and tasks): why a round ran
     more Spark jobs than one."""
@@ -521,8 +529,7 @@ def describe_jobs(spark, group: str) -> list[str]:
     out = []
     for job_id in sorted(tracker.getJobIdsForGroup(group)):
         info = tracker.getJobInfo(job_id)
-        stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
-        parts = [f"{st.stageId} {st.name}: {st.numCompletedTasks}/{st.numTasks} tasks"
-                 + (f", {st.numFailedTasks} failed" if st.numFailedTasks else "") for st in stages if st is not None]
+        stages = [tracker.getStageInfo(s) for s in sorted(info.stageIds if info else [])]  # (in no set order)
+        parts = [f"{st.stageId} {st.name}: " + _stage_tasks(spark, st) for st in stages if st is not None]
         out.append(f"job {job_id} {info.status if info else 'unknown'}: " + "; ".join(parts))
     return out
