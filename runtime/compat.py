@@ -515,7 +515,7 @@ def jobs_in_group(spark, group: str) -> int:
 
 
 def _stage_tasks(spark, st) -> str:
-    if not st.numCompletedTasks:  # never submitted (pyspark's stage info has no submission time)?
+    if not st.numCompletedTasks:  # was it ever submitted? (pyspark's stage info has no submission time)
         info = spark.sparkContext._jsc.sc().statusTracker().getStageInfo(st.stageId)
         if info.isDefined() and info.get().submissionTime() <= 0:
             return f"skipped ({st.numTasks} tasks, their output from an earlier job)"

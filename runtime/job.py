@@ -34,17 +34,34 @@ _AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
+#
 # The record counters (`observe`) must add up every task that fed them. From Spark 4.3 an
-# `observe` counter keeps only the tasks of the stage with the highest RDD id: a round checkpoint
-# read by two shuffle stages gets some partitions computed in each (when the round has more tasks
-# than task slots), and its counter then misses those of the other stage, so the round had to
-# count again in a second job. Within a round every partition is computed once (each stream read
-# twice is a checkpoint), and a re-run stage shows as a counter that disagrees with the round's
-# count, which `Job.materialise` checks; so loops sum all attempts (a setting older Sparks ignore).
+# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A round
+# checkpoint read by two shuffle stages has some of its partitions computed by each stage (when the
+# round has more tasks than task slots); its counter then misses the other stage's partitions, and
+# the round had to count again, in a second Spark job. So loops sum all tasks, as Spark did before
+# 4.3 (older Sparks ignore the setting). Within a round every partition is computed once: a stream
+# read twice is a checkpoint. A stage re-run (a lost executor) counts some records twice: the
+# checkpoints' counters are checked against the round's own count (`Job.materialise` counts again
+# when they disagree); the other counters (the report's, the records fed back) can only read high,
+# which never ends a loop early.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true"}
 CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
+
+
+def restore_conf(spark, saved: dict) -> None:
+    """Put session settings back as they were (None: it was not set). Best effort: this runs in
+    `finally` blocks, where an error (a stopped session) must not hide the one being raised."""
+    for k, v in saved.items():
+        try:
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+        except Exception:
+            pass
 
 
 class Job:
@@ -247,19 +264,16 @@ class Job:
     @contextmanager
     def _loop_conf(self):
         self.loop_depth += 1
-        saved = {k: self.spark.conf.get(k, None) for k in LOOP_CONF} if self.loop_depth == 1 else {}
-        if self.loop_depth == 1:
-            for k, v in LOOP_CONF.items():
-                self.spark.conf.set(k, v)
+        saved: dict = {}  # what the outermost loop changed, as it was
         try:
+            if self.loop_depth == 1:
+                for k, v in LOOP_CONF.items():
+                    saved[k] = self.spark.conf.get(k, None)
+                    self.spark.conf.set(k, v)
             yield
         finally:
             self.loop_depth -= 1
-            for k, v in saved.items():
-                if v is None:
-                    self.spark.conf.unset(k)
-                else:
-                    self.spark.conf.set(k, v)
+            restore_conf(self.spark, saved)
 
     def plan_size(self, pending: list) -> int:
         """Nodes in the logical plans a round materialises: constant when lineage is cut every round."""

@@ -94,7 +94,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             trace=False, verbose=False, report: Optional[str] = None, raise_errors: bool = False,
             diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None):
     """Run a generated pipeline module. Returns (exit code, job)."""
-    from scopeflow.runtime.job import Job
+    from scopeflow.runtime.job import Job, restore_conf
     from scopeflow.runtime.progress import Progress
     from scopeflow.runtime.session import build_session, keep_jvm_log
     from scopeflow.runtime.snapshots import SnapshotRefused
@@ -104,7 +104,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     progress = Progress(enabled=not quiet)
     job = None
     status, code, message = "ok", EXIT_OK, None
-    restore: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
+    saved_conf: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
     try:
         if spark is None:
             spark = build_session(f"scopeflow:{name}", master, remote, {**module.CONFIG, **(conf or {})}, verbose)
@@ -113,7 +113,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                 try:
                     before = spark.conf.get(k, None)
                     spark.conf.set(k, v)
-                    restore.setdefault(k, before)
+                    saved_conf[k] = before
                 except Exception:  # a static conf of a shared session: it stays as the session has it
                     pass
         job = Job(spark, name, flow_file, params if params is not None else parse_params(module.PARAMS, []),
@@ -146,11 +146,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         _current["job"] = None
         if job is not None and report:
             job.write_report(report, status, message)
-        for k, v in restore.items():  # `config` applies to its own run, not to the caller's later work
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+        restore_conf(spark, saved_conf)  # `config` applies to its own run, not to the caller's later work
     if message:
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
     elif job is not None:

@@ -77,9 +77,12 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
             rdd, getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()).glom()
         first = spark.sparkContext._gateway.new_array(jvm.int, 1)
         first[0] = 0
-        child.collectPartitions(first)  # partition 0, in a stage of the child RDD (the higher id)
-        assert rdd.count() == 1000  # partition 1 in a stage of the checkpoint itself; 0 is stored
+        # partition 0 in a stage of the child RDD (the higher id); Spark's local checkpoint then
+        # computes the missing partition 1 in a job of the checkpoint RDD itself
+        child.collectPartitions(first)
+        assert rdd.count() == 1000  # (reads the two stored partitions)
         counters = job._observed([pre], everything=True)
+        job.release([ck])
     assert counters["_sf_ck:x"] == 1000
 
 
