@@ -356,6 +356,11 @@ def _reliable_dir(spark) -> None:
     sc.setCheckpointDir(base)  # Spark adds a per-application subfolder
 
 
+def checkpoint_rdd(ck):
+    """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under."""
+    return ck._jdf.queryExecution().logical().rdd()
+
+
 def checkpoint(spark, df, round_no: Optional[int] = None):
     """The lazy checkpoint of a round's frame (materialised by the round's one Spark job).
 

@@ -361,7 +361,7 @@ class Job:
             if self.snapshots is not None and self.snapshots.is_pinned(df):
                 continue  # an asynchronous snapshot is still writing it
             try:
-                df._jdf.queryExecution().logical().rdd().unpersist(False)
+                compat.checkpoint_rdd(df).unpersist(False)
             except Exception:  # not a checkpoint (e.g. an empty frame): nothing to free
                 pass
 

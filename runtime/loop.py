@@ -429,7 +429,7 @@ def compute_checkpoints(spark, checkpoints: list) -> int:
     plans, which that same job fills (`Job._observed`). The tasks get the
     session's SQL settings as a SQL query's tasks do (`SQLExecutionRDD`).
     """
-    rdds = [ck._jdf.queryExecution().logical().rdd() for ck in checkpoints]
+    rdds = [compat.checkpoint_rdd(ck) for ck in checkpoints]
     union = _fold(lambda a, b: a.union(b), rdds)
     wrap = compat.cached(spark, "sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
     return int(wrap(union, spark._jsparkSession.sessionState().conf()).count())

@@ -71,7 +71,7 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     with job._loop_conf():
         pre = job.checkpoint_counter("x", spark.range(0, 1000, 1, 2))
         ck = compat.checkpoint(spark, pre)
-        rdd = ck._jdf.queryExecution().logical().rdd()
+        rdd = compat.checkpoint_rdd(ck)
         jvm = spark._jvm
         child = jvm.org.apache.spark.api.java.JavaRDD(
             rdd, getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()).glom()
