@@ -60,7 +60,7 @@ CONTENDERS = ("scopeflow", "delta", "naive")
 
 
 def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: float, info: dict):
-    from scopeflow.runtime.launcher import run_file
+    from scopeflow.api import run_file
 
     work = os.path.dirname(os.path.dirname(out_dir))  # out_dir is WORK/out/components
     flow = os.path.join(work, "connected_components.flow")

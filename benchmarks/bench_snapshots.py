@@ -18,7 +18,8 @@ import statistics
 import tempfile
 import time
 
-from scopeflow.runtime.launcher import SnapshotOptions, run_file
+from scopeflow.api import run_file
+from scopeflow.runtime.launcher import SnapshotOptions
 from scopeflow.runtime.session import build_session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

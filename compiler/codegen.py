@@ -12,10 +12,10 @@ import keyword
 import os
 import re
 
-from scopeflow import __version__
+from scopeflow.version import __version__
 from scopeflow.compiler import expr as X
 from scopeflow.compiler.plan import Node, Plan
-from scopeflow.compiler.types import spark_ddl_type
+from scopeflow.stdlib.types import spark_ddl_type
 from scopeflow.dsl.diagnostics import InternalError
 from scopeflow.stdlib.functions import AGGREGATES, FUNCTIONS
 
@@ -318,7 +318,7 @@ class Codegen:
         if isinstance(t, X.TLit):
             return self.long(f"F.lit({_py(t.value)})", t)
         if isinstance(t, X.TParam):
-            return self.long(f"F.lit(sf.param({_py(t.name)}))", t)
+            return self.long(f"F.lit(ctx.param({_py(t.name)}))", t)
         if isinstance(t, X.TCall):
             return self.call(t, sides)
         raise InternalError(f"codegen cannot translate expression {t!r}")
@@ -333,7 +333,7 @@ class Codegen:
         to that type gives the type the checker inferred, so the literal needs no cast."""
         if isinstance(t, (X.TLit, X.TParam)) and not isinstance(partner, (X.TLit, X.TParam)) \
                 and partner.type in ("long", "double", "string", "boolean", "date", "timestamp"):
-            return f"F.lit({_py(t.value)})" if isinstance(t, X.TLit) else f"F.lit(sf.param({_py(t.name)}))"
+            return f"F.lit({_py(t.value)})" if isinstance(t, X.TLit) else f"F.lit(ctx.param({_py(t.name)}))"
         return self.expr(t, sides)
 
     def call(self, t: X.TCall, sides) -> str:
@@ -369,7 +369,7 @@ class Codegen:
                 if func.kind_of(i).startswith("lit:") and isinstance(a, X.TLit):
                     rendered.append(_py(a.value))
                 elif func.kind_of(i).startswith("lit:") and isinstance(a, X.TParam):
-                    rendered.append(f"sf.param({_py(a.name)})")  # Spark takes a Python value here
+                    rendered.append(f"ctx.param({_py(a.name)})")  # Spark takes a Python value here
                 else:
                     rendered.append(e(a))
             return func.template([a.type for a in args]).format(*rendered, args=", ".join(rendered))

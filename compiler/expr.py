@@ -5,7 +5,8 @@ from typing import Callable, Optional
 
 from attrs import define, field, frozen
 
-from scopeflow.compiler.types import NUMERIC, Schema, element_type, is_numeric, is_valid_type, widen
+from scopeflow.compiler.types import Schema
+from scopeflow.stdlib.types import NUMERIC, SCALARS, element_type, is_numeric, is_valid_type, widen
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import Diagnostic, did_you_mean
 from scopeflow.stdlib.functions import AGGREGATES, FUNCTIONS, check_call
@@ -260,8 +261,7 @@ def _udf_call(e: A.Call, env: Env) -> TExpr:
 def _cast(e: A.Cast, env: Env) -> TExpr:
     x = type_expr(e.expr, env)
     if not is_valid_type(e.type):
-        _fail("E0119", f"unknown type `{e.type}`", e.span, "bad type", did_you_mean(e.type, ("long", "int", "double",
-              "string", "boolean", "date", "timestamp")))
+        _fail("E0119", f"unknown type `{e.type}`", e.span, "bad type", did_you_mean(e.type, SCALARS))
     return TCall("cast", (x,), e.type)
 
 

@@ -58,7 +58,6 @@ import math
 import os
 import re
 import shutil
-import sys
 from typing import Callable, Iterable
 
 from attrs import define, field, frozen
@@ -67,7 +66,6 @@ from scopeflow.compiler.expr import TCall, TCol, TLit, TParam
 from scopeflow.compiler.explain import loop_options as explain_loop_options
 from scopeflow.compiler.plan import Node, Plan, Scope
 
-EXIT_OK, EXIT_USAGE, EXIT_RUNTIME = 0, 2, 4
 IMAGE_FORMATS = ("svg", "png", "pdf")
 TEXT_FORMATS = ("dot", "mmd")
 MAX_LABEL = 42  # characters of an operator's argument line before it is clipped
@@ -327,11 +325,6 @@ def seconds_text(s: float) -> str:
     if s < 60:
         return f"{s:.1f} s"
     return f"{int(s // 60)} min {int(s % 60):02d} s"
-
-
-def load_stats(path: str) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 # ---- the drawing model: what is drawn, independent of the output syntax --------------------
@@ -748,27 +741,3 @@ def render(plan: Plan, path: str, stats=None) -> str:
     with open(path, "wb") as fh:
         fh.write(data)
     return path
-
-
-def graph_cli(plan: Plan, args) -> int:
-    """`scopeflow graph FILE -o OUT [--stats RUN.json]`: exit 0, 2 on bad arguments, 4 without graphviz."""
-    stats = None
-    if getattr(args, "stats", None):
-        try:
-            stats = load_stats(args.stats)
-        except (OSError, ValueError) as err:
-            print(f"error: cannot read run report {args.stats}: {err}", file=sys.stderr)
-            return EXIT_USAGE
-    try:
-        render(plan, args.output, stats)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except (GraphvizMissing, GraphvizFailed) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except OSError as err:
-        print(f"error: cannot write {args.output}: {err}", file=sys.stderr)
-        return EXIT_RUNTIME
-    print(f"wrote {args.output}")
-    return EXIT_OK

@@ -12,8 +12,10 @@ from typing import Optional
 
 from scopeflow.compiler import expr as X
 from scopeflow.compiler.plan import Edge, EmitInfo, Node, Plan, Scope, Sink
-from scopeflow.compiler.scopes import Symbol, Symbols, load_python_module, python_functions
-from scopeflow.compiler.types import Field, Schema, is_valid_type, widen
+from scopeflow.compiler.scopes import Symbol, Symbols
+from scopeflow.compiler.types import Field, Schema
+from scopeflow.stdlib.python_modules import load_python_module, python_functions
+from scopeflow.stdlib.types import SCALARS, is_valid_type, widen
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import Diagnostic, FlowError, did_you_mean
 
@@ -22,7 +24,6 @@ STREAM_FORMATS = ("files", "rate")
 SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
 LOOP_OPTIONS = ("max", "on_max", "rounds", "until", "snapshot_every", "snapshot_recompute")
-TYPE_NAMES = ("long", "int", "double", "string", "boolean", "date", "timestamp")
 
 
 class _Failed(Exception):
@@ -112,7 +113,7 @@ class Lowerer:
         if not self.top_only(stmt, sym, "`param`", in_def):
             return
         if not is_valid_type(stmt.type):
-            self.fail("E0119", f"unknown type `{stmt.type}`", stmt.span, "bad type", did_you_mean(stmt.type, TYPE_NAMES))
+            self.fail("E0119", f"unknown type `{stmt.type}`", stmt.span, "bad type", did_you_mean(stmt.type, SCALARS))
         lit = stmt.default
         if not _fits(stmt.type, lit.type):
             self.fail("E0117", f"param `{stmt.name}` is {stmt.type} but its default is {lit.type}", lit.span,
@@ -237,7 +238,7 @@ class Lowerer:
         seen = set()
         for f in decl.fields:
             if not is_valid_type(f.type):
-                self.fail("E0119", f"unknown type `{f.type}`", f.span, "bad type", did_you_mean(f.type, TYPE_NAMES))
+                self.fail("E0119", f"unknown type `{f.type}`", f.span, "bad type", did_you_mean(f.type, SCALARS))
             if f.name in seen:
                 self.fail("E0314", f"field `{f.name}` is declared twice", f.span, "duplicate field",
                           ["rename or remove one of them"])
@@ -689,7 +690,7 @@ class Lowerer:
                 self.fail("E0107", f"`{call.name}` needs a value for `{p.name}`", call.span, "missing argument",
                           [f"signature: {_def_signature(decl)}"])
             if not is_valid_type(p.type):
-                self.fail("E0119", f"unknown type `{p.type}`", p.span, "bad type", did_you_mean(p.type, TYPE_NAMES))
+                self.fail("E0119", f"unknown type `{p.type}`", p.span, "bad type", did_you_mean(p.type, SCALARS))
             if not _fits(p.type, lit.type):
                 given = "its default" if i >= len(scalars) else "the argument"
                 self.fail("E0107", f"`{p.name}` of `{call.name}` is {p.type} but {given} is {lit.type}",

@@ -1,10 +1,6 @@
 """Symbol tables for the scope tree: pipeline scope, loop scopes (any depth), def namespaces."""
 from __future__ import annotations
 
-import importlib.util
-import inspect
-import sys
-import typing
 from typing import Optional
 
 from attrs import define, field
@@ -74,66 +70,3 @@ class Symbols:
                 return ns.child_locals[name]
             ns = ns.parent
         return None
-
-
-# ---- Python functions (LANGUAGE.md section 7) ------------------------------------------
-
-_ANNOTATIONS = {int: "long", float: "double", str: "string", bool: "boolean"}
-
-
-def python_type(annotation) -> Optional[str]:
-    import datetime
-
-    if annotation in _ANNOTATIONS:
-        return _ANNOTATIONS[annotation]
-    if annotation is datetime.datetime:
-        return "timestamp"
-    if annotation is datetime.date:
-        return "date"
-    if typing.get_origin(annotation) is list:
-        (inner,) = typing.get_args(annotation) or (None,)
-        t = python_type(inner)
-        return f"array<{t}>" if t else None
-    return None
-
-
-def load_python_module(path: str, alias: str):
-    """Import a user's module by path (at compile time). Raises on any import error."""
-    name = f"scopeflow_udf_{alias}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def python_functions(module) -> dict:
-    """name -> (arg types, return type) for annotated scalar functions, or ("bad", reason)."""
-    out = {}
-    for name, fn in vars(module).items():
-        if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module.__name__:
-            continue
-        out[name] = _signature(fn)
-    return out
-
-
-def _signature(fn):
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as exc:  # a broken annotation is the user's problem to see
-        return ("bad", f"its annotations cannot be evaluated: {exc}")
-    params = list(inspect.signature(fn).parameters)
-    missing = [p for p in params if p not in hints]
-    if missing or "return" not in hints:
-        what = ", ".join(f"`{p}`" for p in missing) if missing else "the return value"
-        return ("bad", f"{what} has no type annotation")
-    types = []
-    for p in params + ["return"]:
-        t = python_type(hints[p])
-        if t is None:
-            return ("bad", f"annotation `{getattr(hints[p], '__name__', hints[p])}` of `{p}` is not supported "
-                           f"(use int, float, str, bool, list[...], date or datetime)")
-        types.append(t)
-    return (tuple(types[:-1]), types[-1])

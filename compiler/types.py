@@ -1,56 +1,11 @@
-"""Types and schemas of the Plan IR."""
+"""Schemas of the Plan IR: named, typed fields (the types themselves are `stdlib/types.py`)."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
 
 from attrs import field, frozen
 
-NUMERIC = ("int", "long", "double")
-SCALARS = ("long", "int", "double", "string", "boolean", "date", "timestamp")
-
-SPARK_TYPE = {
-    "long": "bigint",
-    "int": "int",
-    "double": "double",
-    "string": "string",
-    "boolean": "boolean",
-    "date": "date",
-    "timestamp": "timestamp",
-}
-
-
-def is_valid_type(t: str) -> bool:
-    if t.startswith("array<") and t.endswith(">"):
-        return is_valid_type(t[6:-1])
-    return t in SCALARS
-
-
-def element_type(t: str) -> Optional[str]:
-    return t[6:-1] if t.startswith("array<") else None
-
-
-def is_numeric(t: str) -> bool:
-    return t in NUMERIC or t == "null"
-
-
-def widen(a: str, b: str) -> Optional[str]:
-    """The common type of a and b, or None."""
-    if a == b:
-        return a
-    if a == "null":
-        return b
-    if b == "null":
-        return a
-    if a in NUMERIC and b in NUMERIC:
-        return max(a, b, key=NUMERIC.index)
-    return None
-
-
-def spark_ddl_type(t: str) -> str:
-    inner = element_type(t)
-    if inner is not None:
-        return f"array<{spark_ddl_type(inner)}>"
-    return SPARK_TYPE[t]
+from scopeflow.stdlib.types import spark_ddl_type
 
 
 @frozen

@@ -25,9 +25,7 @@ def _span():
     return field(default=None, eq=False, repr=False, kw_only=True)
 
 
-# ---- types and schemas --------------------------------------------------------
-
-SCALAR_TYPES = ("long", "int", "double", "string", "boolean", "date", "timestamp")
+# ---- schemas --------------------------------------------------------------------
 
 
 @frozen

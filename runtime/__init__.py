@@ -1,7 +1,25 @@
-"""scopeflow's runtime: what generated PySpark scripts import and run on."""
-from scopeflow.runtime.job import Job  # noqa: F401
-from scopeflow.runtime.launcher import main, param  # noqa: F401
-from scopeflow.runtime.loop import EmitSpec, LoopSpec  # noqa: F401
-from scopeflow.runtime.termination import LoopMaxError  # noqa: F401
-from scopeflow.runtime.udf import apply_table_function, apply_table_functions, python_module, scalar_udf  # noqa: F401,E501
+"""scopeflow's runtime: what generated PySpark scripts import (`from scopeflow import runtime as sf`) and run on.
 
+It needs Spark, never the compiler: a generated job runs where scopeflow's runtime
+is installed without lark. Names are imported on first use, so that importing a
+light module of the runtime (`errors`, `cluster`) does not start with pyspark.
+"""
+import importlib
+
+_EXPORTS = {
+    "EmitSpec": "scopeflow.runtime.loop",
+    "LoopSpec": "scopeflow.runtime.loop",
+    "LoopMaxError": "scopeflow.runtime.termination",
+    "main": "scopeflow.runtime.launcher",
+    "python_module": "scopeflow.runtime.udf",
+    "scalar_udf": "scopeflow.runtime.udf",
+    "apply_table_function": "scopeflow.runtime.udf",
+    "apply_table_functions": "scopeflow.runtime.udf",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'scopeflow.runtime' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -189,96 +189,41 @@ def connect_defaults(local_settings: dict, conf: Optional[dict]) -> dict:
 
 # ---- shipping the runtime -------------------------------------------------------------------
 
-# The import packages of the distribution (pyproject.toml maps each from its own folder).
-_PACKAGES = ("scopeflow", "scopeflow.dsl", "scopeflow.compiler", "scopeflow.runtime", "scopeflow.stdlib")
-_DATA = (".py", ".lark", ".flow", ".json")
+# What executors import of scopeflow: the runtime, the stdlib's tables, and the package's two light
+# modules (a job never needs the compiler, the parser or the CLI there, nor their dependencies).
+SHIPPED = {"scopeflow": ("__init__.py", "version.py"), "scopeflow.runtime": None, "scopeflow.stdlib": None}
+_DATA = (".py", ".flow")
 
 
-def _package_files() -> list[tuple[str, str]]:
-    """(archive name, file path) of every file of the installed scopeflow packages."""
-    import importlib
+def shipped_files() -> list[tuple[str, str]]:
+    """(archive name, file path) of the scopeflow files executors need (`SHIPPED`: None = the whole folder)."""
+    import importlib.util
 
-    names = set(_PACKAGES) | {m for m in list(sys.modules) if m.startswith("scopeflow.")}
-    files: dict[str, str] = {}
-    for name in sorted(names):
-        try:
-            pkg = importlib.import_module(name)
-        except ImportError:
-            continue
-        for root in getattr(pkg, "__path__", []) or []:
-            prefix = name.replace(".", "/")
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames
-                                     if d != "__pycache__" and os.path.exists(os.path.join(dirpath, d, "__init__.py")))
-                rel = os.path.relpath(dirpath, root)
-                for f in sorted(filenames):
-                    if f.endswith(_DATA):
-                        arc = f"{prefix}/{f}" if rel == "." else f"{prefix}/{rel}/{f}"
-                        files.setdefault(arc, os.path.join(dirpath, f))
-    return sorted(files.items())
-
-
-# What every Spark worker already has (Spark's own pyspark.zip and py4j, and the Arrow stack
-# Python UDFs need), or what is never imported there.
-WORKER_PROVIDED = {"pyspark", "py4j", "pyarrow", "pandas", "numpy", "dateutil", "pytz", "tzdata", "six",
-                   "_distutils_hack", "setuptools", "pkg_resources", "pip", "_pytest", "pytest", "pluggy",
-                   "networkx", "scopeflow"}
-
-
-def _site_dirs() -> list[str]:
-    import site
-    import sysconfig
-
-    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
-    return sorted(os.path.realpath(d) for d in dirs if d)
-
-
-def _dependency_files() -> list[tuple[str, str]]:
-    """(archive name, path) of the pure-Python third-party packages the loaded runtime imported.
-
-    The runtime imports attrs, lark, rich, ... when a worker unpickles one of its
-    functions; shipping the ones loaded here (pure Python only: nothing compiled,
-    which would have to match the worker's platform) lets workers import it.
-    """
-    sites = _site_dirs()
-    files: dict[str, str] = {}
-    for name, module in sorted(sys.modules.items()):
-        if "." in name or name in WORKER_PROVIDED or name.startswith("__editable__") or module is None:
-            continue
-        origin = getattr(module, "__file__", None)
-        if not origin:
-            continue
-        origin = os.path.realpath(origin)
-        site = next((d for d in sites if origin.startswith(d + os.sep)), None)
-        if site is None:
-            continue
-        if os.path.basename(origin) == "__init__.py":
-            root = os.path.dirname(origin)
-            found = []
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                found += [os.path.join(dirpath, f) for f in sorted(filenames) if not f.endswith(".pyc")]
-            if any(f.endswith((".so", ".pyd", ".dylib")) for f in found):
-                continue
-            for f in found:
-                files.setdefault(os.path.relpath(f, site), f)
-        elif origin.endswith(".py"):
-            files.setdefault(os.path.basename(origin), origin)
-    return sorted(files.items())
+    files = []
+    for package, names in SHIPPED.items():
+        folder = importlib.util.find_spec(package).submodule_search_locations[0]
+        prefix = package.replace(".", "/")
+        for f in sorted(os.listdir(folder)):
+            if (f in names) if names is not None else f.endswith(_DATA):
+                files.append((f"{prefix}/{f}", os.path.join(folder, f)))
+    return files
 
 
 def runtime_zip() -> str:
-    """A zip of the installed scopeflow packages and the pure-Python packages they import
-    (cached by content), for executors' PYTHONPATH."""
-    from scopeflow import __version__
+    """A zip of what executors need of scopeflow (`shipped_files`), cached by content, for their PYTHONPATH.
 
-    entries = [(arc, open(path, "rb").read()) for arc, path in _package_files() + _dependency_files()]
+    Nothing else is shipped: on an executor the runtime imports only the standard library, pyspark
+    and the Arrow stack (Python functions run in `runtime/udf.py`)."""
+    entries = []
+    for arc, path in shipped_files():
+        with open(path, "rb") as fh:
+            entries.append((arc, fh.read()))
     digest = hashlib.sha256()
     for arc, data in entries:
         digest.update(arc.encode() + b"\0" + data)
     folder = os.path.join(tempfile.gettempdir(), f"scopeflow-ship-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"scopeflow-{__version__}-{digest.hexdigest()[:12]}.zip")
+    path = os.path.join(folder, f"scopeflow-runtime-{digest.hexdigest()[:12]}.zip")
     if not os.path.exists(path):
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -294,8 +239,10 @@ def runtime_zip() -> str:
 
 
 def _user_modules() -> list:
-    """The user's `use python` modules loaded by this process (compiler.scopes.load_python_module)."""
-    return [m for name, m in list(sys.modules.items()) if name.startswith("scopeflow_udf_") and m is not None]
+    """The user's `use python` modules loaded by this process (`stdlib.python_modules`)."""
+    from scopeflow.stdlib.python_modules import is_user_module
+
+    return [m for name, m in list(sys.modules.items()) if is_user_module(name) and m is not None]
 
 
 def prepare(spark) -> None:

@@ -1,7 +1,18 @@
-"""Runtime failures the user can act on (exit code 4), distinct from scopeflow bugs."""
+"""What a run can end with: the exit codes of `scopeflow` and of generated scripts, and the failures a
+user can act on (exit code 4), distinct from scopeflow bugs."""
 from __future__ import annotations
 
+import enum
 from typing import Optional
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    COMPILE = 1  # the .flow file has errors
+    USAGE = 2  # bad command-line arguments or files
+    MAX = 3  # a loop hit `max` rounds
+    RUNTIME = 4  # Spark, the file system or a user's function failed
+    SNAPSHOT = 5  # `--resume` refused a snapshot
 
 
 class RuntimeFailure(Exception):

@@ -1,8 +1,8 @@
-"""Running a pipeline: `scopeflow run`, the generated script's `main`, and `run_file` for Python callers.
+"""Running a generated pipeline module: the generated script's `main` and `execute`.
 
-All three go through `execute`: the generated code is the only execution path,
-so `scopeflow run F.flow` and `python job.py` / `spark-submit job.py` behave
-the same.
+`scopeflow run F.flow`, `run_file` (both in the face, `scopeflow/api.py`) and
+`python job.py` / `spark-submit job.py` all go through `execute`: the generated
+code is the only execution path, so they behave the same.
 """
 from __future__ import annotations
 
@@ -16,16 +16,7 @@ from typing import Optional
 
 from attrs import define
 
-from scopeflow.runtime.errors import RuntimeFailure
-
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_MAX, EXIT_RUNTIME, EXIT_SNAPSHOT = 0, 1, 2, 3, 4, 5
-
-_current: dict = {"job": None}
-
-
-def param(name: str):
-    """The value of a `param` in the running job (used by generated expressions)."""
-    return _current["job"].params[name]
+from scopeflow.runtime.errors import ExitCode, RuntimeFailure
 
 
 class UsageError(Exception):
@@ -103,7 +94,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     name, flow_file = module.PIPELINE, module.FLOW_FILE
     progress = Progress(enabled=not quiet)
     job = None
-    status, code, message = "ok", EXIT_OK, None
+    status, code, message = "ok", ExitCode.OK, None
     saved_conf: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
     try:
         if spark is None:
@@ -121,29 +112,27 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         job.diagnostics = diagnostics
         job.detailed = bool(report)
         job.operator_names = dict(getattr(module, "OPERATORS", {}))
-        _current["job"] = job
         if snapshots is not None and snapshots.wanted(module):
             job.configure_snapshots(snapshots, module.OPERATORS, module.SOURCES)
         module.pipeline(job)
         job.finish()
     except SnapshotRefused as exc:
-        status, code, message = "refused", EXIT_SNAPSHOT, f"error: snapshot refused: {exc}"
+        status, code, message = "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
         if raise_errors:
             raise
     except LoopMaxError as exc:
-        status, code, message = "max", EXIT_MAX, str(exc)
+        status, code, message = "max", ExitCode.MAX, str(exc)
         if raise_errors:
             raise
     except RuntimeFailure as exc:
-        status, code, message = "failed", EXIT_RUNTIME, exc.render()
+        status, code, message = "failed", ExitCode.RUNTIME, exc.render()
         if raise_errors:
             raise
     except Exception as exc:  # Spark and user-function failures: one clean message, not a JVM wall
-        status, code, message = "failed", EXIT_RUNTIME, describe_failure(exc, flow_file)
+        status, code, message = "failed", ExitCode.RUNTIME, describe_failure(exc, flow_file)
         if raise_errors:
             raise
     finally:
-        _current["job"] = None
         if job is not None and report:
             job.write_report(report, status, message)
         restore_conf(spark, saved_conf)  # `config` applies to its own run, not to the caller's later work
@@ -151,7 +140,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
     elif job is not None:
         progress.summary(name)
-    if code != EXIT_OK:
+    if code != ExitCode.OK:
         keep_jvm_log()  # the process's JVM log stays for a look (it is removed at exit when every run succeeded)
     return code, job
 
@@ -176,16 +165,13 @@ _SHIPPED_FRAME = re.compile(r"(scopeflow-[^/]*\.zip|pyspark\.zip|py4j[^/]*\.zip)
 def _internal_roots() -> tuple:
     """Where scopeflow's own modules and pyspark live here (the user's code may be anywhere else,
     also in a folder called `scopeflow`)."""
-    import pyspark
+    import importlib.util
 
-    import scopeflow
-    import scopeflow.compiler
-    import scopeflow.dsl
-    import scopeflow.runtime
-    import scopeflow.stdlib
-
-    mods = (scopeflow, scopeflow.runtime, scopeflow.compiler, scopeflow.dsl, scopeflow.stdlib, pyspark)
-    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in mods)
+    roots = []
+    for name in ("scopeflow", "scopeflow.runtime", "scopeflow.stdlib", "scopeflow.compiler", "scopeflow.dsl", "pyspark"):
+        spec = importlib.util.find_spec(name)  # (locates the package without running it: no compiler, no lark)
+        roots += [os.path.abspath(d) + os.sep for d in (spec.submodule_search_locations or []) if spec]
+    return tuple(roots)
 
 
 def _user_frames(tb: str, roots: Optional[tuple] = None) -> str:
@@ -211,13 +197,14 @@ def _snapshot_options(args) -> SnapshotOptions:
                            getattr(args, "no_snapshots", False))
 
 
-def _execute_args(module, args) -> int:
+def run_with_arguments(module, args) -> int:
+    """Run a generated module with parsed run arguments (`add_run_arguments`); return the exit code."""
     try:
         params = parse_params(module.PARAMS, args.param)
         conf = parse_conf(args.conf)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     code, _ = execute(module, params=params, master=args.master, remote=args.remote, conf=conf, quiet=args.quiet,
                       trace=args.trace, verbose=args.verbose, report=args.report, snapshots=_snapshot_options(args))
     return code
@@ -225,57 +212,27 @@ def _execute_args(module, args) -> int:
 
 def main(argv, module) -> int:
     """Entry point of a generated script (`python job.py ...` or `spark-submit job.py ...`)."""
-    from scopeflow.cli import add_run_arguments
-
     p = argparse.ArgumentParser(prog=os.path.basename(sys.argv[0] or "job.py"),
                                 description=f"Run pipeline `{module.PIPELINE}` (generated by scopeflow).")
     add_run_arguments(p)
-    return _execute_args(module, p.parse_args(argv))
+    return run_with_arguments(module, p.parse_args(argv))
 
 
-def load_generated(code: str, flow_file: str) -> types.ModuleType:
-    """Execute generated source as a module (not as __main__)."""
-    module = types.ModuleType(f"scopeflow_job_{abs(hash(flow_file))}")
-    module.__file__ = flow_file + ".py"
-    exec(compile(code, module.__file__, "exec"), module.__dict__)
-    return module
-
-
-def compile_to_module(path: str):
-    """(module, plan) for a .flow file; FlowError on compile errors."""
-    from scopeflow.compiler import check_file
-    from scopeflow.compiler.codegen import plan_to_pyspark
-    from scopeflow.dsl.diagnostics import FlowError
-
-    result = check_file(path)
-    if result.errors:
-        raise FlowError(result.errors)
-    flow_file = os.path.abspath(path)
-    return load_generated(plan_to_pyspark(result.plan, flow_file), flow_file), result.plan
-
-
-def run_file(path: str, params: Optional[dict] = None, spark=None, report: Optional[str] = None,
-             raise_errors: bool = True, snapshots: Optional[SnapshotOptions] = None, **opts):
-    """Run a .flow file from Python. Returns the Job (its `report` holds rounds, attempts, counts)."""
-    module, _ = compile_to_module(path)
-    values = parse_params(module.PARAMS, [f"{k}={v}" for k, v in (params or {}).items()])
-    _, job = execute(module, params=values, spark=spark, report=report, raise_errors=raise_errors,
-                     snapshots=snapshots, **opts)
-    return job
-
-
-def run_cli(args) -> int:
-    """`scopeflow run F.flow ...`"""
-    from scopeflow.compiler import check_file
-    from scopeflow.compiler.codegen import plan_to_pyspark
-
-    if not os.path.isfile(args.file):
-        print(f"error: no such file: {args.file}", file=sys.stderr)
-        return EXIT_USAGE
-    result = check_file(args.file)
-    for d in result.diagnostics:
-        print(d.render(), file=sys.stderr)
-    if result.errors:
-        return EXIT_COMPILE
-    flow_file = os.path.abspath(args.file)
-    return _execute_args(load_generated(plan_to_pyspark(result.plan, flow_file), flow_file), args)
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `scopeflow run` and of a generated script: one list for both."""
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--remote", help="Spark Connect URL, sc://HOST:PORT")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--trace", action="store_true", help="print every termination attempt")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own log output")
+    p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
+    p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
+    p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")
+    p.add_argument("--snapshot-mode", choices=("persist", "recompute"), default=None,
+                   help="persist loop state (default) or only positions (recompute on recovery)")
+    p.add_argument("--async-snapshots", action="store_true", help="write snapshots while the next round runs")
+    p.add_argument("--keep-snapshots", type=int, default=3, metavar="K", help="snapshots to keep (default 3)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest complete snapshot")
+    p.add_argument("--no-snapshots", action="store_true", help="take no snapshots")

@@ -75,6 +75,9 @@ class Round:
         self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
 
     # -- what generated code calls
+    def param(self, name: str):
+        return self.job.param(name)
+
     def count(self, op: str, df: DataFrame, same_as: Optional[str] = None) -> DataFrame:
         """Attach the record counter of operator `op` (read back after the round's job).
 

@@ -6,7 +6,8 @@ import sys
 import traceback
 from typing import Callable
 
-from scopeflow.compiler.types import spark_ddl_type
+from scopeflow.stdlib.python_modules import load_python_module
+from scopeflow.stdlib.types import spark_ddl_type
 
 
 class UserFunctionError(Exception):
@@ -14,8 +15,6 @@ class UserFunctionError(Exception):
 
 
 def python_module(alias: str, path: str):
-    from scopeflow.compiler.scopes import load_python_module
-
     return load_python_module(path, alias)
 
 

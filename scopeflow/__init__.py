@@ -1,20 +1,25 @@
 """scopeflow: scoped iterative dataflow (.flow files) compiled to PySpark.
 
-Public API: `check_file`, `compile_flow`, `compile_file` (-> PySpark source), `run_file`.
+Public API: `check_file`, `check_flow`, `compile_flow`, `compile_file` (-> PySpark source), `run_file`.
+
+Each is imported on first use: `from scopeflow import runtime`, which every
+generated job runs, must load neither the compiler nor lark.
 """
-from scopeflow.compiler import check_file, check_flow, compile_flow  # noqa: F401
+import importlib
 
-__version__ = "0.1.0"
+from scopeflow.version import __version__  # noqa: F401
+
+_API = {
+    "check_file": "scopeflow.compiler",
+    "check_flow": "scopeflow.compiler",
+    "compile_flow": "scopeflow.compiler",
+    "compile_file": "scopeflow.api",
+    "run_file": "scopeflow.api",
+}
+__all__ = ["__version__", *_API]
 
 
-def compile_file(path: str) -> str:
-    """The generated standalone PySpark script for a .flow file (FlowError on errors)."""
-    import os
-
-    from scopeflow.compiler.codegen import plan_to_pyspark
-    from scopeflow.dsl.diagnostics import FlowError
-
-    result = check_file(path)
-    if result.errors:
-        raise FlowError(result.errors)
-    return plan_to_pyspark(result.plan, os.path.abspath(path))
+def __getattr__(name: str):
+    if name not in _API:
+        raise AttributeError(f"module 'scopeflow' has no attribute {name!r}")
+    return getattr(importlib.import_module(_API[name]), name)

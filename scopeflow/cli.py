@@ -1,15 +1,17 @@
 """The `scopeflow` command line.
 
-Exit codes: 0 ok, 1 compile errors, 2 usage, 3 a loop hit `max`, 4 runtime
-failure, 5 snapshot refused.
+Exit codes (`runtime.errors.ExitCode`): 0 ok, 1 compile errors, 2 usage, 3 a
+loop hit `max`, 4 runtime failure, 5 snapshot refused.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
-EXIT_OK, EXIT_COMPILE, EXIT_USAGE, EXIT_MAX, EXIT_RUNTIME, EXIT_SNAPSHOT = 0, 1, 2, 3, 4, 5
+from scopeflow.runtime.errors import ExitCode
+from scopeflow.runtime.launcher import add_run_arguments
 
 
 def _print_diagnostics(diags) -> None:
@@ -37,11 +39,11 @@ def _load(path: str):
 def cmd_check(args) -> int:
     result = _load(args.file)
     if result is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if result.errors:
-        return EXIT_COMPILE
+        return ExitCode.COMPILE
     print(f"{args.file}: ok ({len(result.plan.nodes)} operators, {len(result.plan.loop_scopes())} loops)")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_explain(args) -> int:
@@ -49,11 +51,11 @@ def cmd_explain(args) -> int:
 
     result = _load(args.file)
     if result is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if result.errors:
-        return EXIT_COMPILE
+        return ExitCode.COMPILE
     sys.stdout.write(explain(result.plan))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_compile(args) -> int:
@@ -61,9 +63,9 @@ def cmd_compile(args) -> int:
 
     result = _load(args.file)
     if result is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if result.errors:
-        return EXIT_COMPILE
+        return ExitCode.COMPILE
     code = plan_to_pyspark(result.plan, os.path.abspath(args.file))
     if args.output in (None, "-"):
         sys.stdout.write(code)
@@ -71,56 +73,70 @@ def cmd_compile(args) -> int:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(code)
         print(f"wrote {args.output}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_run(args) -> int:
-    from scopeflow.runtime.launcher import run_cli
-
-    return run_cli(args)
-
-
-def cmd_graph(args) -> int:
-    from scopeflow.compiler.graph import graph_cli
+    from scopeflow.api import load_generated
+    from scopeflow.compiler.codegen import plan_to_pyspark
+    from scopeflow.runtime.launcher import run_with_arguments
 
     result = _load(args.file)
     if result is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if result.errors:
-        return EXIT_COMPILE
-    return graph_cli(result.plan, args)
+        return ExitCode.COMPILE
+    flow_file = os.path.abspath(args.file)
+    return run_with_arguments(load_generated(plan_to_pyspark(result.plan, flow_file), flow_file), args)
+
+
+def cmd_graph(args) -> int:
+    result = _load(args.file)
+    if result is None:
+        return ExitCode.USAGE
+    if result.errors:
+        return ExitCode.COMPILE
+    return draw(result.plan, args.output, args.stats)
+
+
+def draw(plan, output: str, stats_path: str | None = None) -> int:
+    """`scopeflow graph FILE -o OUT [--stats RUN.json]`: exit 0, 2 on bad arguments, 4 without graphviz."""
+    from scopeflow.compiler import graph
+
+    stats = None
+    if stats_path:
+        try:
+            with open(stats_path, encoding="utf-8") as fh:
+                stats = json.load(fh)
+        except (OSError, ValueError) as err:
+            print(f"error: cannot read run report {stats_path}: {err}", file=sys.stderr)
+            return ExitCode.USAGE
+    try:
+        graph.render(plan, output, stats)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return ExitCode.USAGE
+    except (graph.GraphvizMissing, graph.GraphvizFailed) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return ExitCode.RUNTIME
+    except OSError as err:
+        print(f"error: cannot write {output}: {err}", file=sys.stderr)
+        return ExitCode.RUNTIME
+    print(f"wrote {output}")
+    return ExitCode.OK
 
 
 def cmd_docs(args) -> int:
     from scopeflow.stdlib.functions import functions_markdown
 
     sys.stdout.write(functions_markdown())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_cluster(args) -> int:
     from scopeflow.runtime.cluster import cli
 
     return cli(args)
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
-    p.add_argument("--master", help="Spark master URL (default local[*])")
-    p.add_argument("--remote", help="Spark Connect URL, sc://HOST:PORT")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--trace", action="store_true", help="print every termination attempt")
-    p.add_argument("--verbose", action="store_true", help="show Spark's own log output")
-    p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
-    p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
-    p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")
-    p.add_argument("--snapshot-mode", choices=("persist", "recompute"), default=None,
-                   help="persist loop state (default) or only positions (recompute on recovery)")
-    p.add_argument("--async-snapshots", action="store_true", help="write snapshots while the next round runs")
-    p.add_argument("--keep-snapshots", type=int, default=3, metavar="K", help="snapshots to keep (default 3)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest complete snapshot")
-    p.add_argument("--no-snapshots", action="store_true", help="take no snapshots")
 
 
 def parser() -> argparse.ArgumentParser:

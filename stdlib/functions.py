@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from attrs import frozen
 
-from scopeflow.compiler.types import NUMERIC, element_type, widen
+from scopeflow.stdlib.types import NUMERIC, element_type, widen
 
 
 @frozen

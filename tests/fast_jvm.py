@@ -42,7 +42,7 @@ STALE_DAYS = 14  # archives of other checkouts or earlier Sparks are removed whe
 # the training run: a session, a small loop program with a shuffle, csv in and out, as the tests do
 _TRAINING = textwrap.dedent("""
     import os, shutil, sys
-    from scopeflow.runtime.launcher import run_file
+    from scopeflow.api import run_file
     from scopeflow.runtime.session import build_session
     work, examples = sys.argv[1], sys.argv[2]
     shutil.copytree(os.path.join(examples, "data"), os.path.join(work, "data"))

@@ -8,7 +8,7 @@ import pytest
 
 import reference
 from conftest import EXAMPLES, read_output
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 
 pytestmark = pytest.mark.spark
 DATA = os.path.join(EXAMPLES, "data")

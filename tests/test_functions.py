@@ -16,7 +16,7 @@ import pytest
 
 from scopeflow.compiler import check_flow
 from scopeflow.compiler.codegen import plan_to_pyspark
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 from scopeflow.runtime.loop import split_top_level
 from scopeflow.stdlib.functions import FUNCTIONS
 

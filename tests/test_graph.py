@@ -14,11 +14,10 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from scopeflow.cli import main as cli_main
+from scopeflow.cli import draw, main as cli_main
 from scopeflow.compiler import check_file, check_flow
 from scopeflow.compiler import graph as G
 from scopeflow.compiler.expr import TCall, TCol, TLit, TParam
@@ -441,20 +440,21 @@ def test_stats_through_the_cli(tmp_path, capsys):
 
 # ---- the command line, with and without graphviz -----------------------------------------
 
-def cli_args(out, stats=None):
-    return SimpleNamespace(output=str(out), stats=stats)
+def graph_cli(plan, out, stats=None) -> int:
+    """`scopeflow graph` on an already checked plan (the command's drawing step)."""
+    return draw(plan, str(out), stats)
 
 
 @needs_dot
 def test_graph_cli_svg(tmp_path, capsys):
     out = tmp_path / "cc.svg"
-    assert G.graph_cli(plan_of(ROOT / "examples/connected_components.flow"), cli_args(out)) == 0
+    assert graph_cli(plan_of(ROOT / "examples/connected_components.flow"), out) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     assert out.read_text().lstrip().startswith("<?xml")
 
 
 def test_graph_cli_unknown_format(tmp_path, capsys):
-    code = G.graph_cli(plan_of(ROOT / "examples/connected_components.flow"), cli_args(tmp_path / "cc.jpeg"))
+    code = graph_cli(plan_of(ROOT / "examples/connected_components.flow"), tmp_path / "cc.jpeg")
     assert code == 2
     err = capsys.readouterr().err
     assert ".svg" in err and ".mmd" in err
@@ -473,7 +473,7 @@ def no_dot(monkeypatch, tmp_path):
 @pytest.mark.parametrize("ext", ["svg", "png", "pdf"])
 def test_without_dot_images_fail_clearly(no_dot, tmp_path, capsys, ext):
     out = tmp_path / f"cc.{ext}"
-    code = G.graph_cli(plan_of(ROOT / "examples/connected_components.flow"), cli_args(out))
+    code = graph_cli(plan_of(ROOT / "examples/connected_components.flow"), out)
     assert code == 4
     err = capsys.readouterr().err
     assert "graphviz" in err and "apt-get install graphviz" in err
@@ -484,7 +484,7 @@ def test_without_dot_images_fail_clearly(no_dot, tmp_path, capsys, ext):
 def test_without_dot_text_formats_work(no_dot, tmp_path, capsys, ext):
     plan = plan_of(ROOT / "examples/connected_components.flow")
     out = tmp_path / f"cc.{ext}"
-    assert G.graph_cli(plan, cli_args(out)) == 0
+    assert graph_cli(plan, out) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     expected = G.plan_to_dot(plan) if ext == "dot" else G.plan_to_mermaid(plan)
     assert out.read_text() == expected
@@ -499,7 +499,7 @@ def test_without_dot_render_raises(no_dot, tmp_path):
 def test_without_the_graphviz_package_images_fail_clearly(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "graphviz", None)  # `import graphviz` raises ImportError
     out = tmp_path / "cc.svg"
-    code = G.graph_cli(plan_of(ROOT / "examples/connected_components.flow"), cli_args(out))
+    code = graph_cli(plan_of(ROOT / "examples/connected_components.flow"), out)
     assert code == 4
     assert "pip install graphviz" in capsys.readouterr().err and not out.exists()
 

@@ -357,7 +357,8 @@ def test_resume_from_a_snapshot_of_combined_feedback(spark, tmp_path, monkeypatc
     # as the uninterrupted run (above = 10**6: a reduce's feedback is combined in the first round only)
     import textwrap
 
-    from scopeflow.runtime.launcher import SnapshotOptions, run_file
+    from scopeflow.api import run_file
+    from scopeflow.runtime.launcher import SnapshotOptions
     from scopeflow.runtime.snapshots import SnapshotStore
 
     text, scope, var = COMBINED_FLOWS[case]

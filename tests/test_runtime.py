@@ -13,7 +13,7 @@ import pytest
 import reference
 from conftest import EXAMPLES, read_output
 from scopeflow.compiler.graph import seconds_text
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 
 pytestmark = pytest.mark.spark
 

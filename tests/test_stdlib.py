@@ -13,7 +13,7 @@ import pytest
 import reference
 from conftest import read_output
 from scopeflow.compiler import check_flow
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 
 PATH_LEN = 150  # vertices of the long path: label / distance propagation needs ~150 rounds
 

@@ -12,7 +12,8 @@ import pytest
 
 import reference
 from conftest import EXAMPLES, read_output
-from scopeflow.runtime.launcher import _user_frames, compile_to_module, execute, run_file
+from scopeflow.api import compile_to_module, run_file
+from scopeflow.runtime.launcher import _user_frames, execute
 
 pytestmark = pytest.mark.spark
 
@@ -91,7 +92,7 @@ def test_table_function_error_names_flow_line(tmp_path, spark, capsys):
         source e = values (a: long, b: long) [(1, 2), (3, 0)]
         sink e | apply(m.rows_failing) schema (a: long, q: long) -> console()
         '''))
-    module, _ = compile_to_module(str(flow))
+    module = compile_to_module(str(flow))
     code, _ = execute(module, spark=spark)
     err = capsys.readouterr().err
     assert code == 4, err

@@ -18,7 +18,7 @@ import reference
 from cluster.conftest import EXAMPLES, run_scopeflow
 from conftest import read_output
 from scopeflow.runtime import cluster as sfcluster
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 
 pytestmark = pytest.mark.cluster
 DATA = os.path.join(EXAMPLES, "data")

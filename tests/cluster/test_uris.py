@@ -9,7 +9,7 @@ import pytest
 import reference
 from cluster.conftest import EXAMPLES
 from conftest import read_output
-from scopeflow.runtime.launcher import run_file
+from scopeflow.api import run_file
 
 pytestmark = pytest.mark.spark
 

@@ -73,7 +73,7 @@ def loop_sssp(rnd, d, e):
 
 def chain_c01(ctx, edges):
     """where -> group -> select start"""
-    n002 = ctx.count('n002', edges.where((F.col('src') == F.lit(sf.param('source_id')))))
+    n002 = ctx.count('n002', edges.where((F.col('src') == F.lit(ctx.param('source_id')))))
     n003 = ctx.count('n003', n002.select(F.col('src').alias('id')).distinct())
     start = ctx.count('n004', n003.select(F.col('id'), F.lit(0.0).alias('dist')), same_as='n003')
     return start
