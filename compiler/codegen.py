@@ -358,10 +358,7 @@ class Codegen:
         if fn == "index":
             return f"{e(args[0])}.getItem({e(args[1])})"
         if fn.startswith("agg:"):
-            agg = AGGREGATES[fn[4:]]
-            if not args:
-                return "F.count(F.lit(1))"
-            return agg.spark.format(e(args[0]))
+            return AGGREGATES[fn[4:]].spark_call(e(args[0]) if args else None)
         if fn.startswith("func:"):
             func = FUNCTIONS[fn[5:]]
             rendered = []

@@ -23,14 +23,7 @@ from scopeflow.runtime.errors import RuntimeFailure
 from scopeflow.runtime.loop import (COMBINE_ABOVE, COMBINE_ABOVE_DEFAULT, FED_COUNTER, LoopSpec, compute_checkpoints,
                                     run_activation, split_top_level, tagged_counts, union_all)
 from scopeflow.runtime.progress import Progress
-
-_AGGS: dict[str, Callable[[Optional[Column]], Column]] = {
-    "min": F.min, "max": F.max, "sum": F.sum, "avg": F.avg,
-    "count": lambda c: F.count(F.lit(1) if c is None else c),
-    "any": F.bool_or, "all": F.bool_and,
-    "first": lambda c: F.first(c, ignorenulls=True),
-    "collect_set": F.collect_set, "collect_list": F.collect_list,
-}
+from scopeflow.stdlib.functions import AGGREGATES
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
@@ -162,7 +155,7 @@ class Job:
         return df.observe(obs, counter)
 
     def agg_column(self, fn: str, col: Optional[Column]) -> Column:
-        return _AGGS[fn](col)
+        return AGGREGATES[fn].spark_column(F, col)
 
     def reduce(self, op: str, df: DataFrame, keys: list, aggs: list) -> DataFrame:
         """Pipeline-level `reduce`: one round, so it is a `group`."""

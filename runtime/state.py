@@ -20,27 +20,23 @@ once per state and reused every round: each Column call is a JVM round trip.
 """
 from __future__ import annotations
 
-from functools import reduce as _fold
+from functools import reduce
 from typing import Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.stdlib.functions import AGGREGATES
+
 FLAG = "_sf_ch"  # the round changed (or added) this key; null on the round's side of the fold's union
 
 
-def _combine(fn: str, old: Column, new: Column) -> Column:
-    if fn == "min":
-        return F.least(old, new)
-    if fn == "max":
-        return F.greatest(old, new)
-    if fn in ("sum", "count"):
-        return F.coalesce(old, F.lit(0)) + F.coalesce(new, F.lit(0))
-    if fn == "any":
-        return F.coalesce(old, F.lit(False)) | F.coalesce(new, F.lit(False))
-    if fn == "all":
-        return F.coalesce(old, F.lit(True)) & F.coalesce(new, F.lit(True))
-    raise ValueError(f"`{fn}` cannot be folded incrementally")
+def _fold(fn: str, old: Column, new: Column) -> Column:
+    """Merge two partial results of aggregate `fn` (stdlib's table) for one key. A null partial result
+    holds no value (the aggregate skipped nulls, or saw only nulls): the other side is the result, so
+    `sum` over only nulls stays null and `any(false, null)` is false, as in one aggregate over all
+    records."""
+    return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(AGGREGATES[fn].fold(F, old, new))
 
 
 class KeyedState:
@@ -113,9 +109,9 @@ class ReduceState(KeyedState):
             # each side holds at most one row per key; Spark computes each distinct aggregate once
             old = {a: F.first(F.when(is_old, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
             inc = {a: F.first(F.when(is_new, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
-            new = {a: F.when(~has_old, inc[a]).when(~has_new, old[a]).otherwise(_combine(fn, old[a], inc[a]))
+            new = {a: F.when(~has_old, inc[a]).when(~has_new, old[a]).otherwise(_fold(fn, old[a], inc[a]))
                    for a, fn in self.aggs}
-            changed = _fold(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
+            changed = reduce(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
             cols = self._cols["fold"] = [*(new[a].alias(a) for a, _ in self.aggs), changed.alias(FLAG)]
         return cols
 

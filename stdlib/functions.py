@@ -51,12 +51,33 @@ class Func:
 
 @frozen
 class Agg:
+    """An aggregate: its type rule, the `pyspark.sql.functions` call it is, and how `reduce` folds it.
+
+    The code generator writes the call as text (`spark_call`); the runtime builds the same call on
+    Columns (`spark_column`, for `reduce` inside loops). `fold(F, old, new)` merges two partial
+    results of one key (the state and a round's delta); it is applied only where both are non-null
+    (a null partial result is no value, as a null input is to the aggregate), see `runtime/state.py`.
+    """
+
     name: str
-    spark: str  # template over the argument column ({0}); count() has none
+    function: str  # the function of pyspark.sql.functions
     returns: object  # type or callable(arg type) -> type
-    incremental: Optional[str]  # how reduce folds old and new state (a template over {old} {new}), None if it can't
     doc: str
-    takes_arg: bool = True
+    options: tuple = ()  # keyword arguments of the call: (("ignorenulls", True),)
+    fold: Optional[Callable] = None  # (F, old Column, new Column) -> Column; None: `reduce` cannot fold it
+
+    @property
+    def incremental(self) -> bool:
+        return self.fold is not None
+
+    def spark_call(self, arg: Optional[str]) -> str:
+        """The call as PySpark source over the argument's code (`count()`: None, it counts records)."""
+        args = [arg if arg is not None else "F.lit(1)"] + [f"{k}={v!r}" for k, v in self.options]
+        return f"F.{self.function}({', '.join(args)})"
+
+    def spark_column(self, F, column):
+        """The same call on a Column (None for `count()`); `F` is pyspark.sql.functions."""
+        return getattr(F, self.function)(F.lit(1) if column is None else column, **dict(self.options))
 
 
 def _same(types):
@@ -301,17 +322,17 @@ def _numeric_sum(t):
 AGGREGATES: dict[str, Agg] = {
     a.name: a
     for a in [
-        Agg("min", "F.min({0})", lambda t: t, "F.least({old}, {new})", "Smallest value."),
-        Agg("max", "F.max({0})", lambda t: t, "F.greatest({old}, {new})", "Largest value."),
-        Agg("sum", "F.sum({0})", _numeric_sum, "F.coalesce({old}, F.lit(0)) + F.coalesce({new}, F.lit(0))", "Sum."),
-        Agg("count", "F.count({0})", "long", "F.coalesce({old}, F.lit(0)) + F.coalesce({new}, F.lit(0))",
-            "Number of records (`count()`), or of non-null values (`count(x)`)."),
-        Agg("avg", "F.avg({0})", "double", None, "Mean value."),
-        Agg("any", "F.bool_or({0})", "boolean", "({old} | {new})", "True if any value is true."),
-        Agg("all", "F.bool_and({0})", "boolean", "({old} & {new})", "True if every value is true."),
-        Agg("first", "F.first({0}, ignorenulls=True)", lambda t: t, None, "Some non-null value of the group."),
-        Agg("collect_set", "F.collect_set({0})", lambda t: f"array<{t}>", None, "The distinct values as an array."),
-        Agg("collect_list", "F.collect_list({0})", lambda t: f"array<{t}>", None, "All values as an array."),
+        Agg("min", "min", lambda t: t, "Smallest value.", fold=lambda F, old, new: F.least(old, new)),
+        Agg("max", "max", lambda t: t, "Largest value.", fold=lambda F, old, new: F.greatest(old, new)),
+        Agg("sum", "sum", _numeric_sum, "Sum.", fold=lambda F, old, new: old + new),
+        Agg("count", "count", "long", "Number of records (`count()`), or of non-null values (`count(x)`).",
+            fold=lambda F, old, new: old + new),
+        Agg("avg", "avg", "double", "Mean value."),
+        Agg("any", "bool_or", "boolean", "True if any value is true.", fold=lambda F, old, new: old | new),
+        Agg("all", "bool_and", "boolean", "True if every value is true.", fold=lambda F, old, new: old & new),
+        Agg("first", "first", lambda t: t, "Some non-null value of the group.", options=(("ignorenulls", True),)),
+        Agg("collect_set", "collect_set", lambda t: f"array<{t}>", "The distinct values as an array."),
+        Agg("collect_list", "collect_list", lambda t: f"array<{t}>", "All values as an array."),
     ]
 }
 

@@ -620,6 +620,56 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
 
 
+NULL_ROWS = [  # (key, v, b, the round in which the record reaches the reduce)
+    (1, None, None, 0), (1, None, None, 1),  # only nulls, over two rounds
+    (2, 1, False, 0), (2, None, None, 1),  # a value, then a null
+    (3, None, None, 0), (3, 2, False, 1),  # a null, then a value
+    (4, None, True, 0), (4, 5, None, 2),
+    (5, 3, False, 0), (5, 4, True, 1), (5, None, None, 2),
+    (6, None, None, 1), (6, None, True, 2),
+]
+
+
+def _sql_aggregate(values, fn):
+    """An aggregate as Spark SQL defines it: nulls are skipped; over no non-null value it is null
+    (count: 0)."""
+    present = [v for v in values if v is not None]
+    if fn == "count":
+        return len(present)
+    return fn(present) if present else None
+
+
+def test_reduce_folds_nulls_as_one_aggregate_over_every_round(spark, tmp_path):
+    """`reduce` inside a loop equals one aggregate over all the records it received, nulls included:
+    a null partial result (a round of only nulls) holds no value, it is not a zero or a false."""
+    rows = ", ".join("(" + ", ".join("null" if x is None else str(x).lower() for x in r) + ")" for r in NULL_ROWS)
+    flow = write_flow(tmp_path, f"""
+        source xs = values (k: long, v: long, b: boolean, r: long) [{rows}]
+        out = loop acc(x = xs) {{
+            now = x | where(r == 0)
+            st = now | reduce(by k, s = sum(v), n = count(v), lo = min(v), hi = max(v), a = any(b), e = all(b))
+            feedback x <- x | where(r > 0) | derive(r = r - 1)
+            emit state st
+        }}
+        sink out -> csv("out/state", header = true)
+    """)
+    run_file(flow, spark=spark)
+
+    def opt(t):
+        return lambda text: None if text == "" else t(text)
+
+    got = read_output(str(tmp_path / "out" / "state"),
+                      (int, opt(int), int, opt(int), opt(int), opt(lambda s: s == "true"), opt(lambda s: s == "true")))
+    want = []
+    for k in sorted({r[0] for r in NULL_ROWS}):
+        vs = [v for kk, v, _, _ in NULL_ROWS if kk == k]
+        bs = [b for kk, _, b, _ in NULL_ROWS if kk == k]
+        want.append((k, _sql_aggregate(vs, sum), _sql_aggregate(vs, "count"), _sql_aggregate(vs, min),
+                     _sql_aggregate(vs, max), _sql_aggregate(bs, any), _sql_aggregate(bs, all)))
+    assert sorted(got) == want
+    assert want[0] == (1, None, 0, None, None, None, None)  # the case a zero-filled fold got wrong
+
+
 class _MetricsMap:
     """The two faces of a JVM `Map[String, Row]` that `_metric_pairs` reads: its text, or its entries."""
 
