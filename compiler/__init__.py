@@ -1,4 +1,5 @@
-"""AST -> checked plan -> PySpark / graph. `compile_flow` chains the stages."""
+"""AST -> checked plan -> PySpark / graph. `check_flow` chains the stages (docs/architecture.md):
+`flow_to_ast` (dsl), `ast_to_plan` (lowering), `run_passes`; `plan_to_pyspark` and the graph read the result."""
 from __future__ import annotations
 
 import os
@@ -6,9 +7,8 @@ from typing import Optional
 
 from attrs import define, field
 
-from scopeflow.compiler.chains import DEFAULT_MAX_CHAIN, build_chains
-from scopeflow.compiler.checks import run_checks
 from scopeflow.compiler.lower import ast_to_plan
+from scopeflow.compiler.passes import run_passes
 from scopeflow.compiler.plan import Plan
 from scopeflow.dsl.diagnostics import Diagnostic, FlowError
 from scopeflow.dsl.parser import flow_to_ast
@@ -28,24 +28,24 @@ class Compiled:
         return [d for d in self.diagnostics if not d.is_error]
 
 
-def check_flow(text: str, file: str = "<input>", base_dir: Optional[str] = None,
-               max_chain: int = DEFAULT_MAX_CHAIN) -> Compiled:
-    """Parse, lower, check and chain; never raises for user errors (they are in `diagnostics`)."""
+def check_flow(text: str, file: str = "<input>", base_dir: Optional[str] = None, loader=None) -> Compiled:
+    """Parse, lower and run the plan passes; never raises for user errors (they are in `diagnostics`).
+
+    `loader` reads what the program imports and its inputs' metadata (`compiler.loader.FileLoader`)."""
     try:
         program = flow_to_ast(text, file)
     except FlowError as err:
         return Compiled(None, err.diagnostics)
-    plan, diags = ast_to_plan(program, base_dir)
+    plan, diags = ast_to_plan(program, base_dir, loader)
     if not any(d.is_error for d in diags):
-        diags += run_checks(plan)
-        build_chains(plan, max_chain)
+        plan = run_passes(plan, diags)
     return Compiled(plan, _ordered(diags))
 
 
-def check_file(path: str, max_chain: int = DEFAULT_MAX_CHAIN) -> Compiled:
+def check_file(path: str) -> Compiled:
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    return check_flow(text, path, os.path.dirname(os.path.abspath(path)), max_chain)
+    return check_flow(text, path, os.path.dirname(os.path.abspath(path)))
 
 
 def compile_flow(text: str, file: str = "<input>", base_dir: Optional[str] = None) -> Plan:

@@ -12,18 +12,16 @@ import keyword
 import os
 import re
 
-from scopeflow.version import __version__
 from scopeflow.compiler import expr as X
-from scopeflow.compiler.plan import Node, Plan
-from scopeflow.stdlib.types import spark_ddl_type
+from scopeflow.compiler import ops
+from scopeflow.compiler.plan import Plan
 from scopeflow.dsl.diagnostics import InternalError
 from scopeflow.stdlib.functions import AGGREGATES, FUNCTIONS
+from scopeflow.stdlib.types import spark_ddl_type
+from scopeflow.version import __version__
 
 RESERVED = {"F", "sf", "sys", "job", "rnd", "ctx", "pipeline", "main", "PARAMS", "CONFIG", "PIPELINE", "FLOW_FILE",
             "FINGERPRINT", "UDFS"}
-# Operators that output exactly one record per input record (no aggregates, no generators in their
-# expressions: `explode` is its own operator), so the input's record counter counts them too.
-ROW_PRESERVING = frozenset({"select", "derive", "drop"})
 _BINARY = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "%", "==": "==", "!=": "!=", "<": "<", "<=": "<=",
            ">": ">", ">=": ">=", "and": "&", "or": "|"}
 
@@ -34,18 +32,7 @@ def plan_to_pyspark(plan: Plan, flow_file: str) -> str:
 
 def operator_signatures(plan: Plan) -> dict:
     """node id -> a readable one-line signature with a hash of everything that determines its output."""
-    import hashlib
-
-    from scopeflow.compiler.explain import _describe
-
-    out = {}
-    for n in plan.nodes.values():
-        digest = hashlib.sha256(repr((n.op, n.scope, n.inputs, str(n.schema), sorted(n.args.items(), key=str),
-                                      plan.scopes[n.args["scope"]].options if n.op == "loop" else None))
-                                .encode()).hexdigest()[:8]
-        desc = _describe(plan, n)
-        out[n.id] = f"{n.op}{' ' + n.name if n.name else ''} [{n.scope}]{': ' + desc if desc else ''} {n.schema} #{digest}"
-    return out
+    return {nid: plan.signature(nid) for nid in plan.nodes}
 
 
 def _py(value) -> str:
@@ -111,13 +98,14 @@ class Codegen:
         if p.udfs:
             out.append("UDFS = {")
             for alias, u in p.udfs.items():
-                out.append(f"    {_py(alias)}: sf.python_module({_py(alias)}, {_py(u['path'])}),")
+                out.append(f"    {_py(alias)}: sf.python_module({_py(alias)}, {_py(u.path)}),")
             out.append("}")
         out += ["", "# What a snapshot is checked against: one signature per operator, and the inputs."]
         out.append("OPERATORS = {")
         out += [f"    {_py(nid)}: {_py(sig)}," for nid, sig in operator_signatures(p).items()]
         out.append("}")
-        sources = {n.id: n.args["path"] for n in p.nodes.values() if n.op == "source" and n.args["format"] != "table"}
+        sources = {n.id: self.location(n.path) for n in p.nodes.values()
+                   if isinstance(n, ops.Source) and n.format != "table" and n.path is not None}
         out.append(f"SOURCES = {_py(sources)}")
         for scope in self._scopes_depth_first():
             out += ["", ""] + self.scope_section(scope)
@@ -158,7 +146,7 @@ class Codegen:
 
     def chain_function(self, chain) -> list[str]:
         nodes = [self.plan.nodes[n] for n in chain.nodes]
-        doc = " -> ".join(f"{n.op}" + (f" {n.name}" if n.name else "") for n in nodes)
+        doc = " -> ".join(f"{n.kind}" + (f" {n.name}" if n.name else "") for n in nodes)
         params = ", ".join(["ctx"] + [self.ident(i) for i in self.chain_inputs(chain)])
         out = [f"def chain_{chain.id}({params}):", f'    """{doc}"""']
         fused = self.fused_applies(nodes)
@@ -168,9 +156,9 @@ class Codegen:
                 counted = None
                 continue  # computed by the fused Arrow pass of the apply steps after it
             value = fused["calls"][n.id] if n.id in fused.get("calls", {}) else self.visit(n)
-            if n.op not in ("reduce", "distinct"):  # those count themselves (their output is state)
+            if not n.stateful:  # a reduce or distinct counts itself (its output is state)
                 # select/derive/drop keep every record: the counter of the step before counts them too
-                same_as = f", same_as={_py(counted)}" if n.op in ROW_PRESERVING and n.inputs[0] == counted else ""
+                same_as = f", same_as={_py(counted)}" if n.keeps_every_record and n.inputs[0] == counted else ""
                 value = f"ctx.count({_py(n.id)}, {value}{same_as})"
             counted = n.id
             out.append(f"    {self.ident(n.id)} = {value}")
@@ -182,72 +170,71 @@ class Codegen:
         calls, skip = {}, set()
         run: list = []
         for n in nodes + [None]:
-            if n is not None and n.op == "apply" and (not run or n.inputs[0] == run[-1].id):
+            if isinstance(n, ops.Apply) and (not run or n.inputs[0] == run[-1].id):
                 run.append(n)
                 continue
             if len(run) > 1:
-                fns = ", ".join(f"UDFS[{_py(a.args['module'])}].{a.args['func']}" for a in run)
+                fns = ", ".join(f"UDFS[{_py(a.module)}].{a.func}" for a in run)
                 lines = ", ".join(str(a.span.line if a.span else 0) for a in run)
                 calls[run[-1].id] = (f"sf.apply_table_functions({self.ident(run[0].inputs[0])}, [{fns}], "
                                      f"{_py(run[-1].schema.ddl())}, flow_lines=[{lines}])")
                 skip |= {a.id for a in run[:-1]}
-            run = [n] if n is not None and n.op == "apply" else []
+            run = [n] if isinstance(n, ops.Apply) else []
         return {"calls": calls, "skip": skip}
 
-    def visit(self, node: Node) -> str:
-        method = getattr(self, f"visit_{node.op}", None)
+    def visit(self, node: ops.Operator) -> str:
+        method = getattr(self, f"visit_{type(node).__name__}", None)
         if method is None:
-            raise InternalError(f"codegen cannot translate operator `{node.op}` ({node.id})")
+            raise InternalError(f"codegen cannot translate operator class {type(node).__name__} ({node.id})")
         return method(node)
 
-    def src(self, node: Node, i: int = 0) -> str:
+    def src(self, node: ops.Operator, i: int = 0) -> str:
         return self.ident(node.inputs[i])
 
-    def visit_select(self, node):
-        cols = ", ".join(self.named(n, t) for n, t in node.args["items"])
+    def visit_Select(self, node):
+        cols = ", ".join(self.named(n, t) for n, t in node.items)
         return f"{self.src(node)}.select({cols})"
 
-    def visit_derive(self, node):
-        cols = ", ".join(f"{_py(n)}: {self.expr(t)}" for n, t in node.args["items"])
+    def visit_Derive(self, node):
+        cols = ", ".join(f"{_py(n)}: {self.expr(t)}" for n, t in node.items)
         return f"{self.src(node)}.withColumns({{{cols}}})"
 
-    def visit_drop(self, node):
-        return f"{self.src(node)}.drop({', '.join(_py(n) for n in node.args['names'])})"
+    def visit_Drop(self, node):
+        return f"{self.src(node)}.drop({', '.join(_py(n) for n in node.names)})"
 
-    def visit_where(self, node):
-        return f"{self.src(node)}.where({self.expr(node.args['cond'])})"
+    def visit_Where(self, node):
+        return f"{self.src(node)}.where({self.expr(node.cond)})"
 
-    def visit_explode(self, node):
-        name = node.args["name"]
+    def visit_Explode(self, node):
+        name = node.field
         keep = [f"F.col({_py(f.name)})" for f in node.schema.fields if f.name != name]
-        exploded = f"F.explode({self.expr(node.args['expr'])}).alias({_py(name)})"
+        exploded = f"F.explode({self.expr(node.expr)}).alias({_py(name)})"
         return f"{self.src(node)}.select({', '.join(keep + [exploded])})"
 
-    def visit_union(self, node):
+    def visit_Union(self, node):
         out = self.src(node)
         for i in range(1, len(node.inputs)):
             out += f".unionByName({self.src(node, i)})"
         return out
 
-    def visit_join(self, node):
-        a = node.args
+    def visit_Join(self, node):
         left, right = self.src(node, 0), self.src(node, 1)
         how = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi",
-               "anti": "left_anti"}[a["how"]]
-        if left != right and not set(a["left_fields"]) & set(a["right_fields"]):
+               "anti": "left_anti"}[node.how]
+        if left != right and not set(node.left_fields) & set(node.right_fields):
             # no field name on both sides: plain names are unambiguous, so no aliases (each alias is
             # one more DataFrame for Spark to analyse, every round in a loop)
             la = ra = None
-            joined = f"{left}.join({right}, {self.expr(a['on'])}, {_py(how)})"
+            joined = f"{left}.join({right}, {self.expr(node.on)}, {_py(how)})"
         else:
             la, ra = ("l", "r") if left == right else (left, right)
-            cond = self.expr(a["on"], sides=(la, ra))
+            cond = self.expr(node.on, sides=(la, ra))
             joined = f"{left}.alias({_py(la)}).join({right}.alias({_py(ra)}), {cond}, {_py(how)})"
-        if a["how"] in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
+        if node.how in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
             return joined
-        shared = {lk for lk, rk in a["keys"] if lk == rk}
-        right_fields = [f.name for f in node.schema.fields if f.name not in a["left_fields"]]
-        if not shared and [f.name for f in node.schema.fields] == [*a["left_fields"], *right_fields]:
+        shared = {lk for lk, rk in node.keys if lk == rk}
+        right_fields = [f.name for f in node.schema.fields if f.name not in node.left_fields]
+        if not shared and [f.name for f in node.schema.fields] == [*node.left_fields, *right_fields]:
             return joined  # the join's own output already has the node's columns in order: no projection
 
         def col(side, name):
@@ -256,26 +243,26 @@ class Codegen:
         cols = []
         for f in node.schema.fields:
             if f.name in shared:  # only on the aliased path: a shared name is on both sides
-                if a["how"] == "full":
+                if node.how == "full":
                     cols.append(f"F.coalesce({col(la, f.name)}, {col(ra, f.name)}).alias({_py(f.name)})")
                 else:
-                    cols.append(col(ra if a["how"] == "right" else la, f.name))
+                    cols.append(col(ra if node.how == "right" else la, f.name))
             else:
-                cols.append(col(la if f.name in a["left_fields"] else ra, f.name))
+                cols.append(col(la if f.name in node.left_fields else ra, f.name))
         return f"{joined}.select({', '.join(cols)})"
 
-    def visit_group(self, node):
-        keys = ", ".join(self.named(n, t) for n, t in node.args["keys"])
-        aggs = node.args["aggs"]
+    def visit_Group(self, node):
+        keys = ", ".join(self.named(n, t) for n, t in node.keys)
+        aggs = node.aggs
         if not aggs:
             return f"{self.src(node)}.select({keys}).distinct()"
         agg_cols = ", ".join(f"{self.expr(t)}.alias({_py(n)})" for n, t in aggs)
-        if not node.args["keys"]:
+        if not node.keys:
             return f"{self.src(node)}.agg({agg_cols})"
         return f"{self.src(node)}.groupBy({keys}).agg({agg_cols})"
 
-    def visit_reduce(self, node):
-        keys, aggs = node.args["keys"], node.args["aggs"]
+    def visit_Reduce(self, node):
+        keys, aggs = node.keys, node.aggs
         src = self.src(node)
         plain = all(isinstance(t, X.TCol) and t.name == n for n, t in keys)
         if not plain:  # computed keys: project them first, the state is keyed by name
@@ -287,20 +274,19 @@ class Codegen:
             f"({_py(n)}, {_py(t.fn.split(':', 1)[1])}, {self.expr(t.args[0]) if t.args else 'None'})" for n, t in aggs)
         return f"ctx.reduce({_py(node.id)}, {src}, [{', '.join(_py(n) for n, _ in keys)}], [{agg_list}])"
 
-    def visit_distinct(self, node):
+    def visit_Distinct(self, node):
         return f"ctx.distinct({_py(node.id)}, {self.src(node)})"
 
-    def visit_apply(self, node):
-        a = node.args
-        return (f"sf.apply_table_function({self.src(node)}, UDFS[{_py(a['module'])}].{a['func']}, "
+    def visit_Apply(self, node):
+        return (f"sf.apply_table_function({self.src(node)}, UDFS[{_py(node.module)}].{node.func}, "
                 f"{_py(node.schema.ddl())}, flow_line={node.span.line if node.span else 0})")
 
-    def visit_sort(self, node):
-        keys = ", ".join(f"{self.expr(t)}.{'desc' if desc else 'asc'}()" for t, desc in node.args["keys"])
+    def visit_Sort(self, node):
+        keys = ", ".join(f"{self.expr(t)}.{'desc' if desc else 'asc'}()" for t, desc in node.keys)
         return f"{self.src(node)}.orderBy({keys})"
 
-    def visit_limit(self, node):
-        return f"{self.src(node)}.limit({node.args['n']})"
+    def visit_Limit(self, node):
+        return f"{self.src(node)}.limit({node.n})"
 
     def named(self, name: str, t: X.TExpr) -> str:
         if isinstance(t, X.TCol) and t.name == name and t.side is None:
@@ -390,46 +376,56 @@ class Codegen:
         for nid in scope.nodes:
             node = self.plan.nodes[nid]
             name = self.ident(nid)
-            if node.op in ("var", "import"):
+            if isinstance(node, (ops.LoopVar, ops.LoopImport)):
                 continue
-            if node.op == "source":
+            if isinstance(node, ops.Source):
                 out.append(f"{name} = {self.source_call(node)}")
-            elif node.op == "values":
-                out.append(f"{name} = job.values({_py(nid)}, {_py(node.schema.ddl())}, {_py(node.args['rows'])})")
-            elif node.op == "loop":
+            elif isinstance(node, ops.Values):
+                out.append(f"{name} = job.values({_py(nid)}, {_py(node.schema.ddl())}, {_py(list(node.rows))})")
+            elif isinstance(node, ops.Loop):
                 out.append(self.loop_call(node, ctx))
-            elif node.op == "loop_out":
+            elif isinstance(node, ops.LoopOutput):
                 loop = self.plan.nodes[node.inputs[0]]
-                out.append(f"{name} = {self.ident(loop.id)}[{_py(node.args['emit'])}]")
+                out.append(f"{name} = {self.ident(loop.id)}[{_py(node.emit)}]")
             elif nid in self.chain_of_last:
                 chain = self.chain_of_last[nid]
                 args = ", ".join([ctx] + [self.ident(i) for i in self.chain_inputs(chain)])
                 out.append(f"{name} = chain_{chain.id}({args})")
             else:
                 continue
-            stateful = node.op in ("reduce", "distinct") and scope.kind != "pipeline"  # already a checkpoint
-            if node.op not in ("loop", "loop_out") and not stateful and self.consumers_in_scope(nid) > 1:
+            stateful = node.stateful and scope.kind != "pipeline"  # already a checkpoint
+            if not isinstance(node, (ops.Loop, ops.LoopOutput)) and not stateful and self.consumers_in_scope(nid) > 1:
                 out.append(f"{name} = {ctx}.share({_py(nid)}, {name})")
         return out
 
     def source_call(self, node) -> str:
-        a = node.args
-        path = f"job.param({_py(a['path']['param'])})" if isinstance(a["path"], dict) else _py(a["path"])
-        options = {k: v for k, v in a["options"].items() if not isinstance(v, dict)}
-        ddl = node.schema.ddl() if a["format"] != "table" else node.schema.ddl()
-        return (f"job.read({_py(node.id)}, {_py(a['format'])}, {path}, {_py(ddl)}, {_py(options)}, "
-                f"line={a['line']})")
+        path = self.path_code(node.path)
+        options = {k: v for k, v in node.options if not isinstance(v, ops.ParamRef)}
+        line = node.span.line if node.span else 0
+        return (f"job.read({_py(node.id)}, {_py(node.format)}, {path}, {_py(node.schema.ddl())}, {_py(options)}, "
+                f"line={line})")
+
+    @staticmethod
+    def path_code(path) -> str:
+        return f"job.param({_py(path.name)})" if isinstance(path, ops.ParamRef) else _py(None if path is None else
+                                                                                           path.value)
+
+    @staticmethod
+    def location(value):
+        """A constant or a param, as the runtime's loop specs and sources take it."""
+        if isinstance(value, ops.ParamRef):
+            return {"param": value.name}
+        return value.value if isinstance(value, ops.Path) else value
 
     def loop_call(self, node, ctx) -> str:
-        scope = self.plan.scopes[node.args["scope"]]
+        scope = self.plan.scopes[node.body]
         entries, imports = [], []
         for vid in scope.vars:
             v = self.plan.nodes[vid]
-            entry = v.args["entry"]
-            entries.append(f"{_py(v.args['var'])}: {self.ident(entry) if entry else 'None'}")
+            entries.append(f"{_py(v.var)}: {self.ident(v.entry) if v.entry else 'None'}")
         for iid in scope.imports:
             imp = self.plan.nodes[iid]
-            imports.append(f"{_py(imp.name)}: {self.ident(imp.args['source'])}")
+            imports.append(f"{_py(imp.name)}: {self.ident(imp.source)}")
         runner = "job" if ctx == "job" else "rnd"
         return (f"{self.ident(node.id)} = {runner}.loop({self.loop_const(scope.id)}, {self.loop_fn(scope.id)}, "
                 f"entries={{{', '.join(entries)}}}, imports={{{', '.join(imports)}}})")
@@ -438,9 +434,8 @@ class Codegen:
         out = ["def pipeline(job):", f'    """The pipeline scope of `{self.plan.pipeline}`."""']
         out += ["    " + line for line in self.scope_statements(scope, "job")]
         for sink in self.plan.sinks:
-            path = sink.args["path"]
-            path = f"job.param({_py(path['param'])})" if isinstance(path, dict) else _py(path)
-            options = {k: v for k, v in sink.args["options"].items() if not isinstance(v, dict)}
+            path = self.path_code(sink.path)
+            options = {k: v for k, v in sink.options if not isinstance(v, ops.ParamRef)}
             out.append(f"    job.sink({_py(sink.node)}, {self.ident(sink.node)}, {_py(sink.format)}, {path}, "
                        f"{_py(options)})")
         return out
@@ -450,10 +445,10 @@ class Codegen:
         key_sets = []
         for consumer in self.plan.consumers(iid):
             node = self.plan.nodes[consumer]
-            if node.op != "join" or node.args["how"] in ("full",):
+            if not isinstance(node, ops.Join) or node.how in ("full",):
                 return []
             side = 0 if node.inputs[0] == iid else 1
-            keys = [pair[side] for pair in node.args["keys"]]
+            keys = [pair[side] for pair in node.keys]
             if not keys:
                 return []
             key_sets.append(keys)
@@ -463,17 +458,18 @@ class Codegen:
 
     def loop_spec(self, scope) -> list[str]:
         nodes = self.plan.nodes
-        vars_ = ", ".join(f"{_py(nodes[v].args['var'])}: {_py(nodes[v].schema.ddl())}" for v in scope.vars)
-        var_nodes = ", ".join(f"{_py(nodes[v].args['var'])}: {_py(v)}" for v in scope.vars)
+        vars_ = ", ".join(f"{_py(nodes[v].var)}: {_py(nodes[v].schema.ddl())}" for v in scope.vars)
+        var_nodes = ", ".join(f"{_py(nodes[v].var)}: {_py(v)}" for v in scope.vars)
         imports = ", ".join(f"{_py(nodes[i].name)}: {_py(self.join_keys_of_import(i))}" for i in scope.imports)
         feedback: dict[str, list] = {}
         for var, src in scope.feedback:
-            feedback.setdefault(nodes[var].args["var"], []).append(src)
+            feedback.setdefault(nodes[var].var, []).append(src)
         emits = ", ".join(f"sf.EmitSpec({_py(e.name)}, {_py(e.mode)}, {_py(e.node)})" for e in scope.emits)
-        combine = {nodes[v].args["var"]: self.plan.feedback_combiner(v) for v in scope.vars}
+        combine = {nodes[v].var: self.plan.feedback_combiner(v) for v in scope.vars}
         combine = {var: op for var, op in combine.items() if op is not None}
-        operators = ", ".join(f"{_py(n)}: ({self.plan.op_type(n)}, {_py(nodes[n].label())})"
-                              for n in scope.nodes if nodes[n].op not in ("import", "loop", "loop_out"))
+        operators = ", ".join(f"{_py(n)}: ({int(self.plan.flip_type(n))}, {_py(nodes[n].label())})"
+                              for n in scope.nodes if not isinstance(nodes[n], (ops.LoopImport, ops.Loop,
+                                                                                 ops.LoopOutput)))
         o = scope.options
         lines = [
             f"{self.loop_const(scope.id)} = sf.LoopSpec(",
@@ -485,18 +481,18 @@ class Codegen:
             f"    feedback={_py(feedback)},",
             f"    emits=[{emits}],",
             f"    operators={{{operators}}},",
-            f"    max_rounds={_py(o.get('max', 1000))},",
-            f"    on_max={_py(o.get('on_max', 'fail'))},",
+            f"    max_rounds={_py(self.location(o.max))},",
+            f"    on_max={_py(o.on_max)},",
         ]
         if combine:  # the variable's only reader combines what is fed back to it (Plan.feedback_combiner)
             lines.append(f"    combine={_py(combine)},")
-        if "rounds" in o:
-            lines.append(f"    rounds={_py(o['rounds'])},")
-        if "until" in o:
-            lines.append(f"    until={_py(o['until'])},")
-        if "snapshot_every" in o:
-            lines.append(f"    snapshot_every={_py(o['snapshot_every'])},")
-        if o.get("snapshot_recompute"):
+        if o.rounds is not None:
+            lines.append(f"    rounds={_py(self.location(o.rounds))},")
+        if o.until is not None:
+            lines.append(f"    until={_py(o.until)},")
+        if o.snapshot_every is not None:
+            lines.append(f"    snapshot_every={_py(self.location(o.snapshot_every))},")
+        if o.snapshot_recompute:
             lines.append("    snapshot_recompute=True,")
         return lines + [")"]
 
@@ -509,8 +505,8 @@ class Codegen:
         for _, src in scope.feedback:
             results.append(src)
         results += [e.node for e in scope.emits]
-        if scope.options.get("until"):
-            results.append(scope.options["until"])
+        if scope.options.until is not None:
+            results.append(scope.options.until)
         unique = list(dict.fromkeys(results))
         for nid in unique:
             if nodes[nid].scope != scope.id:

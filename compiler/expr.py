@@ -1,6 +1,7 @@
 """Typed expressions: resolve names against a schema and type-check (AST Expr -> TExpr)."""
 from __future__ import annotations
 
+import json
 from typing import Callable, Optional
 
 from attrs import define, field, frozen
@@ -308,3 +309,51 @@ def columns_used(x: TExpr) -> set:
     if isinstance(x, TCall):
         return set().union(*(columns_used(a) for a in x.args if isinstance(a, TExpr))) if x.args else set()
     return set()
+
+
+# ---- typed expressions back as .flow text ---------------------------------------------------
+
+_INFIX = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+          "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+
+def expr_text(x, outer: int = 0) -> str:
+    """A TExpr back in .flow syntax (join sides dropped): operator descriptions, graph labels."""
+    if isinstance(x, TCol):
+        return x.name
+    if isinstance(x, TParam):
+        return x.name
+    if isinstance(x, TLit):
+        return _literal(x.value)
+    if not isinstance(x, TCall):
+        return str(x)
+    fn, args = x.fn, x.args
+    if fn in _INFIX:
+        prec = _INFIX[fn]
+        text = f"{expr_text(args[0], prec)} {fn} {expr_text(args[1], prec + 1)}"
+        return f"({text})" if prec < outer else text
+    if fn == "not":
+        return f"not {expr_text(args[0], 3)}"
+    if fn == "neg":
+        return f"-{expr_text(args[0], 7)}"
+    if fn in ("is_null", "is_not_null"):
+        return f"{expr_text(args[0], 4)} is {'not ' if fn == 'is_not_null' else ''}null"
+    if fn in ("in", "not_in"):
+        items = ", ".join(expr_text(a) for a in args[1:])
+        return f"{expr_text(args[0], 4)} {'not ' if fn == 'not_in' else ''}in ({items})"
+    if fn == "cast":
+        return f"cast({expr_text(args[0])} as {x.type})"
+    if fn == "index":
+        return f"{expr_text(args[0], 8)}[{expr_text(args[1])}]"
+    name = ".".join(x.extra[:2]) if fn == "udf" and x.extra else fn.split(":")[-1]
+    return f"{name}({', '.join(expr_text(a) for a in args)})"
+
+
+def _literal(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return str(v)

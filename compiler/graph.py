@@ -53,18 +53,17 @@ time, loop clusters their activations, rounds and termination attempts.
 from __future__ import annotations
 
 import html
-import json
 import math
 import os
 import re
 import shutil
-from typing import Callable, Iterable
+from typing import Iterable
 
 from attrs import define, field, frozen
 
-from scopeflow.compiler.expr import TCall, TCol, TLit, TParam
-from scopeflow.compiler.explain import loop_options as explain_loop_options
-from scopeflow.compiler.plan import Node, Plan, Scope
+from scopeflow.compiler import ops
+from scopeflow.compiler.plan import Plan, Scope
+from scopeflow.dsl.diagnostics import InternalError
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
 TEXT_FORMATS = ("dot", "mmd")
@@ -93,6 +92,15 @@ NODE_DEFAULTS = {
 }
 EDGE_DEFAULTS = {"fontname": FONT, "fontsize": "9", "color": "#64748b", "fontcolor": "#334155", "arrowsize": "0.7"}
 
+# Every operator class the graph draws, and whether its title is its stream's name (the user's source, a loop
+# variable, an import, a loop output) or its kind (an operator: its name goes underneath). Its shape and colours
+# are NODE_STYLE[kind] (a plain rounded box when the kind has none). A `Loop` is drawn as its scope's cluster.
+TITLED: dict[type, bool] = {
+    **{cls: True for cls in (ops.Source, ops.Values, ops.LoopVar, ops.LoopImport, ops.LoopOutput)},
+    **{cls: False for cls in (ops.Select, ops.Derive, ops.Drop, ops.Where, ops.Explode, ops.Union, ops.Join,
+                              ops.Group, ops.Apply, ops.Reduce, ops.Distinct, ops.Sort, ops.Limit, ops.Loop)},
+}
+
 # Shapes and colours per node kind (a `kind` is an op, or "sink", or "stateful" for reduce/distinct in a loop).
 NODE_STYLE = {
     "source": {"shape": "cylinder", "style": "filled", "fillcolor": "#dbeafe", "color": "#1d4ed8"},
@@ -120,142 +128,11 @@ CHAIN_STYLE = {"style": "dotted,rounded", "color": "#64748b", "fontcolor": "#647
 SUB_COLOR = "#64748b"  # the small grey line under an operator
 
 
-# ---- expressions as text -----------------------------------------------------------------
-
-_INFIX = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-          "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
-
-
-def expr_text(x, outer: int = 0) -> str:
-    """A TExpr back in .flow syntax (join sides dropped), for labels."""
-    if isinstance(x, TCol):
-        return x.name
-    if isinstance(x, TParam):
-        return x.name
-    if isinstance(x, TLit):
-        return _literal(x.value)
-    if not isinstance(x, TCall):
-        return str(x)
-    fn, args = x.fn, x.args
-    if fn in _INFIX:
-        prec = _INFIX[fn]
-        text = f"{expr_text(args[0], prec)} {fn} {expr_text(args[1], prec + 1)}"
-        return f"({text})" if prec < outer else text
-    if fn == "not":
-        return f"not {expr_text(args[0], 3)}"
-    if fn == "neg":
-        return f"-{expr_text(args[0], 7)}"
-    if fn in ("is_null", "is_not_null"):
-        return f"{expr_text(args[0], 4)} is {'not ' if fn == 'is_not_null' else ''}null"
-    if fn in ("in", "not_in"):
-        items = ", ".join(expr_text(a) for a in args[1:])
-        return f"{expr_text(args[0], 4)} {'not ' if fn == 'not_in' else ''}in ({items})"
-    if fn == "cast":
-        return f"cast({expr_text(args[0])} as {x.type})"
-    if fn == "index":
-        return f"{expr_text(args[0], 8)}[{expr_text(args[1])}]"
-    name = ".".join(x.extra[:2]) if fn == "udf" and x.extra else fn.split(":")[-1]
-    return f"{name}({', '.join(expr_text(a) for a in args)})"
-
-
-def _literal(v) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    return str(v)
-
-
-def _value(v) -> str:
-    """An option or path that may be a param reference."""
-    return f"${v['param']}" if isinstance(v, dict) and "param" in v else str(v)
-
-
 def clip(text: str, limit: int = MAX_LABEL) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-# ---- operators as text: one describer per op ----------------------------------------------
-
-def _items(items) -> str:
-    """`select`/`derive` items: a kept field by name, a rename or expression as name=expr."""
-    out = []
-    for name, x in items:
-        out.append(name if isinstance(x, TCol) and x.name == name else f"{name}={expr_text(x)}")
-    return ", ".join(out)
-
-
-def _keys(keys) -> str:
-    return ", ".join(n if isinstance(x, TCol) and x.name == n else f"{n}={expr_text(x)}" for n, x in keys)
-
-
-def _aggs(aggs) -> str:
-    """`label=min` when the aggregate reads the field it writes, else `x=avg(px)`."""
-    out = []
-    for name, x in aggs:
-        fn = x.fn.split(":")[-1]
-        simple = all(isinstance(a, TCol) and a.name == name for a in x.args)
-        out.append(f"{name}={fn}" if simple else f"{name}={expr_text(x)}")
-    return ", ".join(out)
-
-
-def _keyed(node: Node) -> str:
-    a = node.args
-    by = f"by {_keys(a['keys'])}" if a.get("keys") else "global"
-    return f"{by}: {_aggs(a['aggs'])}" if a.get("aggs") else by
-
-
-def _join(node: Node) -> str:
-    a = node.args
-    on = " and ".join(f"{l}={r}" for l, r in a.get("keys", ())) or expr_text(a.get("on"))
-    return f"{a.get('how', 'inner')} on {on}"
-
-
-def _source(node: Node) -> str:
-    a = node.args
-    kind = "stream " if a.get("streaming") else ""
-    path = a.get("path")
-    return f"{kind}{a.get('format', '')} {_value(path) if path is not None else ''}".strip()
-
-
-def _sort(node: Node) -> str:
-    return "by " + ", ".join(expr_text(x) + (" desc" if desc else "") for x, desc in node.args["keys"])
-
-
-DESCRIBE: dict[str, Callable[[Node], str]] = {
-    "source": _source,
-    "values": lambda n: f"{len(n.args.get('rows', ()))} rows",
-    "select": lambda n: _items(n.args["items"]),
-    "derive": lambda n: _items(n.args["items"]),
-    "drop": lambda n: ", ".join(n.args["names"]),
-    "where": lambda n: expr_text(n.args["cond"]),
-    "explode": lambda n: f"{n.args['name']}={expr_text(n.args['expr'])}" if "expr" in n.args else n.args["name"],
-    "union": lambda n: f"{len(n.inputs)} inputs",
-    "join": _join,
-    "group": _keyed,
-    "reduce": _keyed,
-    "apply": lambda n: f"{n.args['module']}.{n.args['func']}",
-    "sort": _sort,
-    "limit": lambda n: str(n.args["n"]),
-    "var": lambda n: "loop variable",
-    "import": lambda n: "loop import",
-    "loop_out": lambda n: f"emit {n.args['mode']}" if n.args.get("mode") != "all" else "emit",
-    "loop": lambda n: f"scope {n.args['scope']}",
-}
-
-
-def describe(node: Node) -> str:
-    """The full argument text of an operator (clipped for the label, whole in the tooltip)."""
-    fn = DESCRIBE.get(node.op)
-    try:
-        return fn(node) if fn else ""
-    except (KeyError, TypeError, IndexError, AttributeError):
-        return ""  # an operator the table does not know in this shape: draw it without arguments
-
-
-def schema_text(node: Node) -> str:
+def schema_text(node: ops.Operator) -> str:
     return "\n".join(f"  {f.name}: {f.type}" for f in node.schema.fields) or "  (no fields)"
 
 
@@ -364,29 +241,34 @@ class Drawing:
     sink_ids: list = field(factory=list)
 
 
-_TITLED = ("source", "values", "var", "import", "loop_out")  # drawn with their name as the title
+def _titled(node: ops.Operator) -> bool:
+    if type(node) not in TITLED:
+        raise InternalError(f"the graph cannot draw operator class {type(node).__name__} ({node.id})")
+    return TITLED[type(node)]
 
 
-def _draw_node(plan: Plan, node: Node, stats: RunStats) -> DrawNode:
-    desc = describe(node)
-    if node.op in _TITLED:  # named by the user's stream; a loop output's mode is on its emit edge
-        title = f"with {node.name}" if node.op == "import" else node.name or node.op
-        detail = desc if node.op in ("source", "values") else ""
-        sub = ["var", node.id] if node.op == "var" else [node.id]
+def _draw_node(plan: Plan, node: ops.Operator, stats: RunStats) -> DrawNode:
+    desc = node.describe()
+    titled = _titled(node)
+    if titled:  # named by the user's stream; a loop output's mode is on its emit edge
+        title = f"with {node.name}" if isinstance(node, ops.LoopImport) else node.name or node.kind
+        detail = desc if isinstance(node, (ops.Source, ops.Values)) else ""
+        sub = ["var", node.id] if isinstance(node, ops.LoopVar) else [node.id]
     else:
-        title, detail = node.op, desc
+        title, detail = node.kind, desc
         sub = ([node.name] if node.name else []) + [node.id]
     if node.id in stats.seconds:
         sub.append(seconds_text(stats.seconds[node.id]))
-    stateful = node.op in ("reduce", "distinct") and plan.scope_of(node.id).kind != "pipeline"
-    return DrawNode(node.id, node.op, title, clip(detail), " · ".join(sub), _node_tooltip(plan, node, desc, stats),
-                    stateful, inline=node.op not in _TITLED)
+    stateful = node.stateful and plan.scope_of(node.id).kind != "pipeline"
+    return DrawNode(node.id, node.kind, title, clip(detail), " · ".join(sub), _node_tooltip(plan, node, desc, stats),
+                    stateful, inline=not titled)
 
 
-def _node_tooltip(plan: Plan, node: Node, desc: str, stats: RunStats) -> str:
+def _node_tooltip(plan: Plan, node: ops.Operator, desc: str, stats: RunStats) -> str:
     scope = plan.scope_of(node.id)
-    chain = f", chain {node.chain}" if node.chain else ""
-    tip = [f"{node.id} {node.op}{' ' + node.name if node.name else ''}  [{scope.kind} {scope.id}{chain}]"]
+    chain = plan.chain_of(node.id)
+    tip = [f"{node.id} {node.kind}{' ' + node.name if node.name else ''}  [{scope.kind} {scope.id}"
+           f"{', chain ' + chain.id if chain else ''}]"]
     if desc:
         tip.append(desc)
     tip += ["schema:", schema_text(node)]
@@ -400,8 +282,7 @@ def _node_tooltip(plan: Plan, node: Node, desc: str, stats: RunStats) -> str:
 def _draw_sinks(plan: Plan, d: Drawing) -> None:
     for i, sink in enumerate(plan.sinks, 1):
         sid = f"sink{i}"
-        path = sink.args.get("path") if isinstance(sink.args, dict) else None
-        where = _value(path) if path is not None else ""
+        where = str(sink.path) if sink.path is not None else ""
         node = plan.nodes[sink.node]
         tip = f"{sid} sink {sink.format} {where}".rstrip() + f"\nfrom {node.id} {node.label()}\nschema:\n" + \
             schema_text(node)
@@ -411,7 +292,7 @@ def _draw_sinks(plan: Plan, d: Drawing) -> None:
 
 
 def _edge(plan: Plan, stats: RunStats, src: str, dst: str, kind: str) -> DrawEdge:
-    words = {"feedback": "feedback", "emit": _emit_word(plan, dst)}.get(kind, "")
+    words = {"feedback": "feedback", "emit": _emit_word(plan, dst) if kind == "emit" else ""}.get(kind, "")
     counted = dst if kind == "emit" and dst in stats.records else src
     count = stats.records.get(counted)
     label = "\n".join(p for p in (words, records_text(count) if count is not None else "") if p)
@@ -420,19 +301,15 @@ def _edge(plan: Plan, stats: RunStats, src: str, dst: str, kind: str) -> DrawEdg
 
 
 def _emit_word(plan: Plan, out_id: str) -> str:
-    node = plan.nodes.get(out_id)
-    if node is None:
-        return "emit"
-    mode = node.args.get("mode", "all")
-    name = node.args.get("emit")
-    return "emit" + ("" if mode == "all" else f" {mode}") + (f" as {name}" if name else "")
+    node = plan.nodes[out_id]
+    return "emit" + ("" if node.mode == "all" else f" {node.mode}") + (f" as {node.emit}" if node.emit else "")
 
 
 def build_drawing(plan: Plan, stats=None) -> Drawing:
     """Decide what is drawn: every node but `loop` nodes, every edge that does not touch one, the sinks."""
     rs = stats if isinstance(stats, RunStats) else RunStats.of(stats)
     d = Drawing(plan, rs)
-    loops = {nid for nid, n in plan.nodes.items() if n.op == "loop"}
+    loops = {nid for nid, n in plan.nodes.items() if isinstance(n, ops.Loop)}
     for node in plan.nodes.values():
         if node.id not in loops:
             d.nodes[node.id] = _draw_node(plan, node, rs)
@@ -448,7 +325,7 @@ def loop_title(scope: Scope) -> str:
 
 
 def loop_options(plan: Plan, scope: Scope) -> str:
-    return explain_loop_options(plan, scope)
+    return scope.options.text(plan)
 
 
 def _scope_items(plan: Plan, scope: Scope) -> Iterable[tuple[str, object]]:
@@ -457,19 +334,20 @@ def _scope_items(plan: Plan, scope: Scope) -> Iterable[tuple[str, object]]:
     seen_chains = set()
     for nid in scope.nodes:
         node = plan.nodes[nid]
-        if node.op == "loop":
-            child = plan.scopes.get(node.args.get("scope"))
+        if isinstance(node, ops.Loop):
+            child = plan.scopes.get(node.body)
             if child is not None:
                 yield "scope", child
             continue
-        chain = chains.get(node.chain)
+        chain = plan.chain_of(nid)
+        chain = chains.get(chain.id) if chain else None
         if chain is None:
             yield "node", nid
         elif chain.id not in seen_chains:
             seen_chains.add(chain.id)
             yield "chain", chain
     # a child scope without a loop node in this scope (not made by lowering, but drawable)
-    drawn = {plan.nodes[n].args.get("scope") for n in scope.nodes if plan.nodes[n].op == "loop"}
+    drawn = {plan.nodes[n].body for n in scope.nodes if isinstance(plan.nodes[n], ops.Loop)}
     for cid in scope.children:
         if cid not in drawn and cid in plan.scopes:
             yield "scope", plan.scopes[cid]

@@ -1,106 +1,150 @@
-"""The Plan IR: operators with schemas and owning scope, typed edges, scopes, chains.
+"""The Plan IR: operators (`compiler/ops.py`) with schemas and their owning scope, typed edges, scopes,
+sinks and chains. Immutable: a pass that changes a plan returns a new one (`attrs.evolve`).
 
-Node ids are deterministic (`n001`, `n002`, ... in definition order), so the
+Operator ids are deterministic (`n001`, `n002`, ... in definition order), so the
 generated code, `explain` and the DOT graph are stable.
 """
 from __future__ import annotations
 
+import enum
+import functools
 import hashlib
-import json
-from typing import Optional
+from collections import Counter
+from types import MappingProxyType
+from typing import Mapping, Optional
 
-from attrs import define, field
+import attrs
+from attrs import field, frozen
 
+from scopeflow.compiler import expr as X
+from scopeflow.compiler import ops
+from scopeflow.compiler.ops import Count, Location
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl.ast import Span
 
-# Operators that exist once per round inside a loop and can be fused into chains.
-PER_ROUND = ("select", "derive", "drop", "where", "explode", "union", "join", "group", "apply")
-STATEFUL = ("reduce", "distinct")
-# FLIP-15 operator types for the termination protocol.
-TYPE_HEAD, TYPE_FEEDBACK, TYPE_OTHER = 1, 2, 3
+
+class FlipType(enum.IntEnum):
+    """FLIP-15's operator types, which the termination protocol reports by."""
+
+    HEAD = 1  # a loop variable: receives the feedback
+    FEEDBACK = 2  # its output is fed back: it puts records in flight
+    OTHER = 3
 
 
-@define
-class Node:
-    id: str
-    op: str  # source values var import select derive drop where explode union join group reduce distinct apply sort limit loop loop_out
-    scope: str
-    inputs: list[str]
-    schema: Schema
-    args: dict = field(factory=dict)
-    name: Optional[str] = None  # the user's stream name, when the node ends a definition
-    span: Optional[Span] = None
-    chain: Optional[str] = None
+@frozen
+class LoopOptions:
+    max: Count = 1000  # at most this many rounds
+    on_max: str = "fail"  # fail | stop
+    rounds: Optional[Count] = None  # exactly this many rounds
+    until: Optional[str] = None  # `until empty(S)`: the id of body stream S
+    snapshot_every: Optional[Count] = None
+    snapshot_recompute: bool = False
 
-    def label(self) -> str:
-        return self.name or f"{self.op}#{self.id}"
+    def text(self, plan: "Plan") -> str:
+        """The options as written in .flow (`explain`, the graph)."""
+        parts = []
+        if self.rounds is not None:
+            parts.append(f"rounds {self.rounds}")
+        if self.until is not None:
+            parts.append(f"until empty({plan.nodes[self.until].label()})")
+        parts += [f"max {self.max}", f"on max {self.on_max}"]
+        if self.snapshot_every is not None:
+            parts.append(f"snapshot every {self.snapshot_every}")
+        if self.snapshot_recompute:
+            parts.append("snapshot recompute")
+        return ", ".join(parts)
 
 
-@define
-class EmitInfo:
+@frozen
+class Emit:
     name: Optional[str]  # None for a single unnamed emit
     mode: str  # all | last | state
-    node: str  # the emitted stream (body node)
-    out: str = ""  # the loop_out node in the parent scope
-    span: Optional[Span] = None
+    node: str  # the emitted stream (a body operator)
+    out: str  # the LoopOutput in the parent scope
+    span: Optional[Span] = field(default=None, eq=False, repr=False)
 
 
-@define
+@frozen
 class Scope:
-    id: str
+    """The pipeline or one loop: the operators it owns and, for a loop, its wiring."""
+
+    id: str  # "pipeline", "cc", "kcore.peel" (a nested loop's id is its parent's, a dot, its name)
     kind: str  # pipeline | loop | coloop
     name: str
     parent: Optional[str]
     depth: int
-    options: dict = field(factory=dict)
-    vars: list[str] = field(factory=list)  # var node ids (loop heads)
-    imports: list[str] = field(factory=list)  # import node ids
-    feedback: list[tuple[str, str]] = field(factory=list)  # (var node id, source node id)
-    emits: list[EmitInfo] = field(factory=list)
-    loop_node: Optional[str] = None  # the `loop` node in the parent scope
-    nodes: list[str] = field(factory=list)  # nodes owned, in definition order
-    children: list[str] = field(factory=list)
-    span: Optional[Span] = None
+    nodes: tuple[str, ...] = ()  # owned, in definition order
+    children: tuple[str, ...] = ()
+    options: LoopOptions = LoopOptions()
+    vars: tuple[str, ...] = ()  # LoopVar ids
+    imports: tuple[str, ...] = ()  # LoopImport ids
+    feedback: tuple[tuple[str, str], ...] = ()  # (LoopVar id, fed-back operator id)
+    emits: tuple[Emit, ...] = ()
+    loop_node: Optional[str] = None  # the Loop operator in the parent scope
+    span: Optional[Span] = field(default=None, eq=False, repr=False)
 
 
-@define
+@frozen
 class Edge:
     src: str
     dst: str
     kind: str  # data | import | entry | feedback | emit
 
 
-@define
+@frozen
 class Chain:
+    """Consecutive operators of one scope fused into one generated function (`compiler/chains.py`)."""
+
     id: str
     scope: str
-    nodes: list[str]
+    nodes: tuple[str, ...]
 
 
-@define
+@frozen
 class Sink:
     node: str
-    format: str
-    args: dict
-    span: Optional[Span] = None
+    format: str  # csv json parquet table console
+    path: Optional[Location]
+    options: tuple[tuple[str, object], ...] = ()
+    span: Optional[Span] = field(default=None, eq=False, repr=False)
 
 
-@define
+@frozen
+class PythonModule:
+    """A `use python` module: its file and its functions' signatures (name -> (arg types, return type),
+    or ("bad", why) for one that cannot be called from an expression)."""
+
+    alias: str
+    path: str
+    functions: Mapping[str, tuple] = field(converter=lambda d: MappingProxyType(dict(d)))
+
+
+def _frozen_map(d) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+@frozen
 class Plan:
     pipeline: str
     file: str
-    params: dict = field(factory=dict)  # name -> (type, default)
-    config: dict = field(factory=dict)
-    udfs: dict = field(factory=dict)  # alias -> {"path": abs path, "functions": {name: (arg types, ret)}, "line": n}
-    nodes: dict = field(factory=dict)  # id -> Node, in definition order
-    scopes: dict = field(factory=dict)  # id -> Scope
-    edges: list[Edge] = field(factory=list)
-    chains: list[Chain] = field(factory=list)
-    sinks: list[Sink] = field(factory=list)
+    nodes: Mapping[str, ops.Operator] = field(converter=_frozen_map)  # id -> operator, in definition order
+    scopes: Mapping[str, Scope] = field(converter=_frozen_map)  # id -> scope, parents before children
+    edges: tuple[Edge, ...] = ()
+    sinks: tuple[Sink, ...] = ()
+    chains: tuple[Chain, ...] = ()
+    params: Mapping[str, tuple[str, object]] = field(factory=dict, converter=_frozen_map)  # name -> (type, default)
+    config: Mapping[str, str] = field(factory=dict, converter=_frozen_map)
+    udfs: Mapping[str, PythonModule] = field(factory=dict, converter=_frozen_map)
     streaming: bool = False
 
+    # ---- wiring ----------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _readers(self) -> Counter:
+        return Counter(e.src for e in self.edges if e.kind in ("data", "entry", "import"))
+
     def consumers(self, node_id: str) -> list[str]:
+        """The operators and loops that read `node_id` (in any scope)."""
         return [e.dst for e in self.edges if e.src == node_id and e.kind in ("data", "entry", "import")]
 
     def scope_of(self, node_id: str) -> Scope:
@@ -109,24 +153,35 @@ class Plan:
     def loop_scopes(self) -> list[Scope]:
         return [s for s in self.scopes.values() if s.kind != "pipeline"]
 
-    def op_type(self, node_id: str) -> int:
-        """FLIP-15 operator type: 1 loop head, 2 feeds back, 3 any other."""
-        node = self.nodes[node_id]
-        if node.op == "var":
-            return TYPE_HEAD
+    def chain_of(self, node_id: str) -> Optional[Chain]:
+        return self._chain_index.get(node_id)
+
+    @functools.cached_property
+    def _chain_index(self) -> dict:
+        return {n: c for c in self.chains for n in c.nodes}
+
+    def flip_type(self, node_id: str) -> FlipType:
+        if isinstance(self.nodes[node_id], ops.LoopVar):
+            return FlipType.HEAD
         if any(src == node_id for s in self.scopes.values() for _, src in s.feedback):
-            return TYPE_FEEDBACK
-        return TYPE_OTHER
+            return FlipType.FEEDBACK
+        return FlipType.OTHER
 
     def uses(self, node_id: str) -> int:
         """How many times a node's records are read: by operators and loops of any scope, feedback
         edges, emits, sinks and `until`."""
-        n = len(self.consumers(node_id))
-        n += sum(1 for s in self.scopes.values() for _, src in s.feedback if src == node_id)
-        n += sum(1 for s in self.scopes.values() for em in s.emits if em.node == node_id)
-        n += sum(1 for s in self.sinks if s.node == node_id)
-        n += sum(1 for s in self.scopes.values() if s.options.get("until") == node_id)
-        return n
+        return self._readers[node_id] + self._other_uses[node_id]
+
+    @functools.cached_property
+    def _other_uses(self) -> Counter:
+        out: Counter = Counter()
+        for s in self.scopes.values():
+            out.update(src for _, src in s.feedback)
+            out.update(e.node for e in s.emits)
+            if s.options.until is not None:
+                out[s.options.until] += 1
+        out.update(s.node for s in self.sinks)
+        return out
 
     def feedback_combiner(self, var_id: str) -> Optional[str]:
         """The `reduce` or `distinct` that may combine the records fed back to loop variable `var_id`
@@ -138,28 +193,71 @@ class Plan:
         (one record per key, partitioned like the operator's state). The operator's output is the
         same. A reduce must take the variable's columns as its keys (no computed key): it then
         receives the stored aggregates as they are."""
-        from scopeflow.compiler import expr as X
-
-        var = self.nodes[var_id]
         consumers = self.consumers(var_id)
-        if var.op != "var" or self.uses(var_id) != 1 or len(consumers) != 1:
+        if not isinstance(self.nodes[var_id], ops.LoopVar) or self.uses(var_id) != 1 or len(consumers) != 1:
             return None
-        op = self.nodes[consumers[0]]
-        if op.scope != var.scope or op.inputs != [var_id]:
+        reader = self.nodes[consumers[0]]
+        if reader.scope != self.nodes[var_id].scope or reader.inputs != (var_id,):
             return None
-        if op.op == "distinct":
-            return op.id
-        if op.op == "reduce" and all(isinstance(t, X.TCol) and t.name == n for n, t in op.args["keys"]):
-            return op.id
+        if isinstance(reader, ops.Distinct) or (isinstance(reader, ops.Reduce) and reader.plain_keys()):
+            return reader.id
         return None
+
+    # ---- identity ----------------------------------------------------------------------------------
 
     def fingerprint(self) -> str:
         """A hash of everything that determines the results: operators, schemas, wiring, options."""
-        doc = {
-            "nodes": [[n.id, n.op, n.scope, n.inputs, str(n.schema), repr(sorted(n.args.items(), key=str))]
-                      for n in self.nodes.values()],
-            "scopes": [[s.id, s.kind, sorted(s.options.items(), key=str), s.feedback,
-                        [(e.name, e.mode, e.node) for e in s.emits]] for s in self.scopes.values()],
-            "sinks": [[s.node, s.format, sorted(s.args.items(), key=str)] for s in self.sinks],
-        }
-        return hashlib.sha256(json.dumps(doc, default=str).encode()).hexdigest()[:16]
+        doc = repr((list(self.nodes.values()), list(self.scopes.values()), self.sinks))
+        return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+    def signature(self, node_id: str) -> str:
+        """One line that names an operator and says what determines its output, with a hash of all of
+        it (a snapshot is refused when a signature changed; the message shows both)."""
+        n = self.nodes[node_id]
+        extra = self.scopes[n.body].options if isinstance(n, ops.Loop) else None
+        digest = hashlib.sha256(repr((n, extra)).encode()).hexdigest()[:8]
+        desc = n.describe()
+        return f"{n.kind}{' ' + n.name if n.name else ''} [{n.scope}]{': ' + desc if desc else ''} {n.schema} #{digest}"
+
+
+
+# ---- the plan as text (golden snapshots of lowering) ---------------------------------------------------
+
+
+def plan_to_text(plan: Plan) -> str:
+    """Every field of every operator, scope, chain and sink, one line each: a change to lowering shows as a
+    readable diff (tests/golden/plan/). Expressions are written `fn(args):type`, columns `name:type`."""
+    out = [f"plan {plan.pipeline}{' (streaming)' if plan.streaming else ''}"]
+    out += [f"param {name}: {t} = {default!r}" for name, (t, default) in plan.params.items()]
+    out += [f"config {k} = {v!r}" for k, v in plan.config.items()]
+    out += [f"python {u.alias}: {', '.join(sorted(u.functions))}" for u in plan.udfs.values()]
+    for scope in plan.scopes.values():
+        out.append(f"scope {scope.id}: {_fields(scope, skip=('id', 'nodes', 'span'))}")
+        out += [f"  {nid} {type(plan.nodes[nid]).__name__}({_fields(plan.nodes[nid], skip=('id', 'scope', 'span'))})"
+                for nid in scope.nodes]
+    out += [f"chain {c.id} [{c.scope}]: {' '.join(c.nodes)}" for c in plan.chains]
+    out += [f"sink {_fields(s, skip=('span',))}" for s in plan.sinks]
+    return "\n".join(out) + "\n"
+
+
+def _fields(obj, skip=()) -> str:
+    return ", ".join(f"{f.name}={_text(getattr(obj, f.name))}" for f in attrs.fields(type(obj)) if f.name not in skip)
+
+
+def _text(v) -> str:
+    if isinstance(v, X.TCol):
+        return f"{v.side + '.' if v.side else ''}{v.name}:{v.type}"
+    if isinstance(v, X.TLit):
+        return f"{v.value!r}:{v.type}"
+    if isinstance(v, X.TParam):
+        return f"${v.name}:{v.type}"
+    if isinstance(v, X.TCall):
+        extra = f"[{v.extra[0]}.{v.extra[1]}]" if v.extra else ""
+        return f"{v.fn}{extra}({', '.join(_text(a) for a in v.args)}):{v.type}"
+    if isinstance(v, (Schema, ops.ParamRef, ops.Path)):
+        return str(v)
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_text(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if attrs.has(type(v)):
+        return f"{type(v).__name__}({_fields(v, skip=('span',))})"
+    return repr(v)

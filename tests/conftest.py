@@ -80,3 +80,20 @@ def run_cli():
                               env=env, cwd=cwd, timeout=timeout)
 
     return run
+
+
+GOLDEN = os.path.join(HERE, "golden")
+
+
+def check_golden(kind: str, name: str, text: str) -> None:
+    """`text` must equal tests/golden/KIND/NAME. A missing golden file fails; `SCOPEFLOW_UPDATE_GOLDEN=1`
+    (re)writes it, to be reviewed in the diff."""
+    path = os.path.join(GOLDEN, kind, name)
+    if os.environ.get("SCOPEFLOW_UPDATE_GOLDEN") == "1":
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    if not os.path.exists(path):
+        pytest.fail(f"no golden file {path}: write it with SCOPEFLOW_UPDATE_GOLDEN=1 and review it")
+    with open(path, encoding="utf-8") as fh:
+        assert text == fh.read(), f"{kind}/{name} changed; review the diff, then SCOPEFLOW_UPDATE_GOLDEN=1"

@@ -9,11 +9,10 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, read_output
+from conftest import EXAMPLES, ROOT, check_golden, read_output
 from scopeflow.compiler import check_file
 from scopeflow.compiler.codegen import plan_to_pyspark
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "codegen")
 FLOWS = sorted(glob.glob(os.path.join(EXAMPLES, "*.flow")))
 
 
@@ -27,13 +26,7 @@ def generated(path: str) -> str:
 @pytest.mark.parametrize("flow", FLOWS, ids=[os.path.basename(f) for f in FLOWS])
 def test_generated_code_matches_golden(flow):
     code = generated(flow)
-    golden = os.path.join(GOLDEN, os.path.basename(flow)[:-5] + ".py")
-    if os.environ.get("SCOPEFLOW_UPDATE_GOLDEN") or not os.path.exists(golden):
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(golden, "w") as fh:
-            fh.write(code)
-    with open(golden) as fh:
-        assert code == fh.read(), f"generated code changed; review and rerun with SCOPEFLOW_UPDATE_GOLDEN=1"
+    check_golden("codegen", os.path.basename(flow)[:-5] + ".py", code)
     compile(code, flow, "exec")  # it is valid Python
     assert generated(flow) == code, "generation is deterministic"
 
@@ -103,9 +96,9 @@ def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
     result = check_file(str(flow))
     assert not result.errors, [d.render() for d in result.errors]
     plan = result.plan
-    var = next(n for n in plan.nodes.values() if n.op == "var")
+    var = next(n for n in plan.nodes.values() if n.kind == "var")
     combiner = plan.feedback_combiner(var.id)
-    assert (combiner and (plan.nodes[combiner].op, plan.nodes[combiner].name)) == reader
+    assert (combiner and (plan.nodes[combiner].kind, plan.nodes[combiner].name)) == reader
     code = plan_to_pyspark(plan, str(flow))
     if reader:
         assert f"combine={{'x': '{combiner}'}}," in code

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, check_golden
 from scopeflow.compiler import check_file
 from scopeflow.compiler.explain import explain
+from scopeflow.compiler.plan import plan_to_text
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "explain")
 FLOWS = sorted(glob.glob(os.path.join(EXAMPLES, "*.flow")))
 
 
@@ -19,13 +19,20 @@ def test_example_checks_clean_and_explain_matches_golden(flow):
     result = check_file(flow)
     assert result.diagnostics == [], [d.render() for d in result.diagnostics]
     text = explain(result.plan)
-    golden = os.path.join(GOLDEN, os.path.basename(flow)[:-5] + ".txt")
-    if os.environ.get("SCOPEFLOW_UPDATE_GOLDEN") or not os.path.exists(golden):
-        os.makedirs(GOLDEN, exist_ok=True)
-        with open(golden, "w") as fh:
-            fh.write(text)
-    with open(golden) as fh:
-        assert text == fh.read(), "explain output changed; review and rerun with SCOPEFLOW_UPDATE_GOLDEN=1"
+    check_golden("explain", os.path.basename(flow)[:-5] + ".txt", text)
+
+
+@pytest.mark.parametrize("flow", FLOWS, ids=[os.path.basename(f) for f in FLOWS])
+def test_plan_ir_matches_golden(flow):
+    """Every field of the lowered plan, so a change to lowering shows as a diff of tests/golden/plan/."""
+    text = plan_to_text(check_file(flow).plan).replace(os.path.abspath(EXAMPLES), "<examples>")
+    check_golden("plan", os.path.basename(flow)[:-5] + ".txt", text)
+
+
+def test_a_missing_golden_file_fails(monkeypatch):
+    monkeypatch.delenv("SCOPEFLOW_UPDATE_GOLDEN", raising=False)
+    with pytest.raises(pytest.fail.Exception, match="no golden file"):
+        check_golden("explain", "no-such-example.txt", "anything")
 
 
 def test_explain_shows_scopes_chains_feedback_and_schemas():

@@ -20,7 +20,7 @@ import pytest
 from scopeflow.cli import draw, main as cli_main
 from scopeflow.compiler import check_file, check_flow
 from scopeflow.compiler import graph as G
-from scopeflow.compiler.expr import TCall, TCol, TLit, TParam
+from scopeflow.compiler.expr import TCall, TCol, TLit, TParam, expr_text
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.flow"))
@@ -96,7 +96,7 @@ def test_dot_structure(path):
     dot = G.plan_to_dot(plan)
     nodes = node_lines(dot)
     # every operator but the `loop` nodes (their cluster stands for them), plus one node per sink
-    expected = [n.id for n in plan.nodes.values() if n.op != "loop"] + [f"sink{i}" for i in
+    expected = [n.id for n in plan.nodes.values() if n.kind != "loop"] + [f"sink{i}" for i in
                                                                          range(1, len(plan.sinks) + 1)]
     assert list(nodes) == expected
     for scope in plan.loop_scopes():
@@ -111,17 +111,17 @@ def test_dot_structure(path):
         assert 'label="feedback' in line and 'style="dashed"' in line and 'constraint="false"' in line
     for scope in plan.loop_scopes():
         for imp in scope.imports:
-            outer = plan.nodes[imp].args["source"]
+            outer = plan.nodes[imp].source
             assert any((s, d) == (outer, imp) and "#2563eb" in line for s, d, line in edges)
         for var in scope.vars:
-            entry = plan.nodes[var].args["entry"]
+            entry = plan.nodes[var].entry
             if entry:
                 assert any((s, d) == (entry, var) for s, d, _ in edges)
         for emit in scope.emits:
             assert any((s, d) == (emit.node, emit.out) and 'label="emit' in line for s, d, line in edges)
     for i, sink in enumerate(plan.sinks, 1):
         assert (sink.node, f"sink{i}") in {(s, d) for s, d, _ in edges}
-    loops = {n.id for n in plan.nodes.values() if n.op == "loop"}
+    loops = {n.id for n in plan.nodes.values() if n.kind == "loop"}
     assert not any(s in loops or d in loops for s, d, _ in edges)
 
 
@@ -172,17 +172,17 @@ def test_labels_are_clipped():
 
 def test_expr_text():
     a, b, c = TCol("a", "long"), TCol("b", "long"), TCol("c", "long")
-    assert G.expr_text(TCall("*", (TCall("+", (a, b), "long"), c), "long")) == "(a + b) * c"
-    assert G.expr_text(TCall("+", (a, TCall("*", (b, c), "long")), "long")) == "a + b * c"
-    assert G.expr_text(TCall("-", (a, TCall("-", (b, c), "long")), "long")) == "a - (b - c)"
-    assert G.expr_text(TCall("and", (TCall("or", (a, b), "boolean"), c), "boolean")) == "(a or b) and c"
-    assert G.expr_text(TCall("func:abs", (TCall("neg", (a,), "long"),), "long")) == "abs(-a)"
-    assert G.expr_text(TCall("in", (a, TLit(1, "long"), TLit("x", "string")), "boolean")) == 'a in (1, "x")'
-    assert G.expr_text(TCall("is_not_null", (a,), "boolean")) == "a is not null"
-    assert G.expr_text(TCall("cast", (a,), "double")) == "cast(a as double)"
-    assert G.expr_text(TCall("udf", (a,), "double", extra=("m", "f"))) == "m.f(a)"
-    assert G.expr_text(TCall("==", (a, TParam("p", "long")), "boolean")) == "a == p"
-    assert G.expr_text(TLit(True, "boolean")) == "true"
+    assert expr_text(TCall("*", (TCall("+", (a, b), "long"), c), "long")) == "(a + b) * c"
+    assert expr_text(TCall("+", (a, TCall("*", (b, c), "long")), "long")) == "a + b * c"
+    assert expr_text(TCall("-", (a, TCall("-", (b, c), "long")), "long")) == "a - (b - c)"
+    assert expr_text(TCall("and", (TCall("or", (a, b), "boolean"), c), "boolean")) == "(a or b) and c"
+    assert expr_text(TCall("func:abs", (TCall("neg", (a,), "long"),), "long")) == "abs(-a)"
+    assert expr_text(TCall("in", (a, TLit(1, "long"), TLit("x", "string")), "boolean")) == 'a in (1, "x")'
+    assert expr_text(TCall("is_not_null", (a,), "boolean")) == "a is not null"
+    assert expr_text(TCall("cast", (a,), "double")) == "cast(a as double)"
+    assert expr_text(TCall("udf", (a,), "double", extra=("m", "f"))) == "m.f(a)"
+    assert expr_text(TCall("==", (a, TParam("p", "long")), "boolean")) == "a == p"
+    assert expr_text(TLit(True, "boolean")) == "true"
 
 
 # ---- Mermaid ---------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_mermaid(path, tmp_path):
         assert [re.match(r"\s*(\w+)", ln).group(1) for ln in inside] == list(chain.nodes)
     for src, var in feedback_pairs(plan):
         assert f"{src} -.->|feedback| {var}" in text
-    for nid in (n.id for n in plan.nodes.values() if n.op != "loop"):
+    for nid in (n.id for n in plan.nodes.values() if n.kind != "loop"):
         assert re.search(rf"^\s*{nid}\W", text, re.M)
 
 
@@ -254,7 +254,7 @@ def test_svg(path, tmp_path):
     for src, var in feedback_pairs(plan):
         assert f"{src}->{var}" in edges
     # the schema is in each node's tooltip
-    for nid in (n.id for n in plan.nodes.values() if n.op != "loop"):
+    for nid in (n.id for n in plan.nodes.values() if n.kind != "loop"):
         anchors = [a for a in nodes[nid].iter(f"{SVG_NS}a")]
         tips = [a.get("{http://www.w3.org/1999/xlink}title") or "" for a in anchors]
         fields = plan.nodes[nid].schema.fields

@@ -308,6 +308,24 @@ def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
         Counter(reference.connected_components(edges).items())
 
 
+def test_the_snapshot_recompute_loop_option_keeps_positions_only(tmp_path, run_cli):
+    """`snapshot recompute` on one loop (LANGUAGE.md section 6): its snapshots hold no state, and a resumed
+    run recomputes the loop and gives the uninterrupted run's output."""
+    cc = copy_example(tmp_path, "connected_components.flow")
+    text = open(cc).read()
+    assert "with (e = both) {" in text
+    open(cc, "w").write(text.replace("with (e = both) {", "with (e = both) snapshot every 2 snapshot recompute {"))
+    ck = str(tmp_path / "ck")
+    _interrupted_run(tmp_path, cc, ck, every="1000")  # the loop's own `snapshot every 2` decides
+    with open(os.path.join(ck, _snapshots(ck)[-1], "manifest.json")) as fh:
+        level = json.load(fh)["stack"][0]
+    assert level["scope"] == "cc" and level["recompute"] is True and "variables" not in level and "states" not in level
+    proc = run_cli("run", cc, "--checkpoint", ck, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    edges = reference.read_csv_rows(os.path.join(DATA, "graph.csv"), (int, int))
+    assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
+
+
 def _grid_edges(n: int) -> list[tuple[int, int, float]]:
     """A weighted grid with edges right and down: many paths reach each vertex, so many records per key."""
     out = []

@@ -278,8 +278,8 @@ sink e | sssp(1) -> console()
 sink kmeans(p, c) -> console()
 """)
     assert not result.errors, [d.render() for d in result.errors]
-    rounds = sorted(str(s.options["rounds"]) for s in result.plan.scopes.values() if "rounds" in s.options)
-    assert rounds == ["10", "20", "7", "{'param': 'n'}"]
+    rounds = sorted(str(s.options.rounds) for s in result.plan.scopes.values() if s.options.rounds is not None)
+    assert rounds == ["$n", "10", "20", "7"]
 
 
 def test_stdlib_def_reports_a_missing_field_and_a_missing_constant():
@@ -322,5 +322,5 @@ source e = values (src: long, dst: long, w: double) [(1, 2, 1.0)]
 sink e | sssp(start) -> console()
 """)
     assert not result.errors
-    wheres = [n for n in result.plan.nodes.values() if n.op == "where"]
-    assert [w.args["cond"].args[1] for w in wheres] == [X.TParam("start", "long")]
+    wheres = [n for n in result.plan.nodes.values() if n.kind == "where"]
+    assert [w.cond.args[1] for w in wheres] == [X.TParam("start", "long")]

@@ -11,24 +11,24 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'connected_components'
 FLOW_FILE = '<examples>/connected_components.flow'
-FINGERPRINT = '7da078bab2f32518'
+FINGERPRINT = 'fd1468e616131f7c'
 PARAMS = {'edges_path': ('string', 'data/graph.csv')}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #9f444919',
-    'n002': 'select [pipeline]: src, dst (src: long, dst: long) #15753048',
-    'n003': 'union both [pipeline] (src: long, dst: long) #cfc26707',
-    'n004': 'select [pipeline]: id, label (id: long, label: long) #7a0fe143',
-    'n005': 'distinct init [pipeline] (id: long, label: long) #d06df781',
-    'n006': 'loop cc [pipeline]: scope cc () #70e1fe98',
-    'n007': 'var labels [cc]: entry n005 (id: long, label: long) #5bd99049',
-    'n008': 'import e [cc]: from n003 (src: long, dst: long) #85a38e00',
-    'n009': 'reduce best [cc]: by [id] label=min (id: long, label: long) #480ce307',
-    'n010': 'join [cc]: inner on id=src (id: long, label: long, src: long, dst: long) #5067928a',
-    'n011': 'select spread [cc]: id, label (id: long, label: long) #19cfe80a',
-    'n012': 'loop_out components [pipeline]: emit state from cc (id: long, label: long) #e0f1a8bc',
+    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #e86edb2e',
+    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
+    'n003': 'union both [pipeline]: 2 inputs (src: long, dst: long) #d8ca29ca',
+    'n004': 'select [pipeline]: id=src, label=src (id: long, label: long) #5009d2b3',
+    'n005': 'distinct init [pipeline] (id: long, label: long) #9e3e7fde',
+    'n006': 'loop cc [pipeline]: scope cc () #5a436930',
+    'n007': 'var labels [cc]: entry n005 (id: long, label: long) #8ac74089',
+    'n008': 'import e [cc]: from n003 (src: long, dst: long) #4466417e',
+    'n009': 'reduce best [cc]: by id: label=min (id: long, label: long) #7c11ced0',
+    'n010': 'join [cc]: inner on id=src (id: long, label: long, src: long, dst: long) #1a0321fd',
+    'n011': 'select spread [cc]: id=dst, label (id: long, label: long) #089b210c',
+    'n012': 'loop_out components [pipeline]: emit state from cc (id: long, label: long) #71543c01',
 }
 SOURCES = {'n001': {'param': 'edges_path'}}
 

@@ -11,28 +11,28 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'hits'
 FLOW_FILE = '<examples>/hits.flow'
-FINGERPRINT = '8815fe73668438c4'
+FINGERPRINT = 'a62c2a866caa38b4'
 PARAMS = {}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #372c4be5',
-    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #d1933d20',
-    'n003': 'select [pipeline]: id, hub (id: long, hub: double) #517efea3',
-    'n004': 'select [pipeline]: id, auth (id: long, auth: double) #89998029',
-    'n005': 'loop hits [pipeline]: scope hits () #b3006f92',
-    'n006': 'var h [hits]: entry n003 (id: long, hub: double) #9198c9dd',
-    'n007': 'var a [hits]: entry n004 (id: long, auth: double) #22dac028',
-    'n008': 'import e [hits]: from n002 (src: long, dst: long) #b6f4cf4b',
-    'n009': 'join [hits]: inner on id=src (id: long, hub: double, src: long, dst: long) #ec7374a5',
-    'n010': 'select [hits]: id, x (id: long, x: double) #8c6b2d7a',
-    'n011': 'group a2 [hits]: by [id] auth=sum (id: long, auth: double) #77405368',
-    'n012': 'join [hits]: inner on id=dst (id: long, auth: double, src: long, dst: long) #87c38655',
-    'n013': 'select [hits]: id, x (id: long, x: double) #0862637f',
-    'n014': 'group h2 [hits]: by [id] hub=sum (id: long, hub: double) #7c1377c0',
-    'n015': 'loop_out scores.hubs [pipeline]: emit last hubs from hits (id: long, hub: double) #dc37f310',
-    'n016': 'loop_out scores.auths [pipeline]: emit last auths from hits (id: long, auth: double) #1e7b31d9',
+    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #95db2af2',
+    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #1e2bc211',
+    'n003': 'select [pipeline]: id, hub=1.0 (id: long, hub: double) #4ec9fafa',
+    'n004': 'select [pipeline]: id, auth=1.0 (id: long, auth: double) #32e745e8',
+    'n005': 'loop hits [pipeline]: scope hits () #aff24590',
+    'n006': 'var h [hits]: entry n003 (id: long, hub: double) #1a028840',
+    'n007': 'var a [hits]: entry n004 (id: long, auth: double) #f340c409',
+    'n008': 'import e [hits]: from n002 (src: long, dst: long) #ef674550',
+    'n009': 'join [hits]: inner on id=src (id: long, hub: double, src: long, dst: long) #259cf12c',
+    'n010': 'select [hits]: id=dst, x=hub (id: long, x: double) #1bed4537',
+    'n011': 'group a2 [hits]: by id: auth=sum(x) (id: long, auth: double) #0d70856d',
+    'n012': 'join [hits]: inner on id=dst (id: long, auth: double, src: long, dst: long) #8f58edf9',
+    'n013': 'select [hits]: id=src, x=auth (id: long, x: double) #997f4178',
+    'n014': 'group h2 [hits]: by id: hub=sum(x) (id: long, hub: double) #75711cc7',
+    'n015': 'loop_out scores.hubs [pipeline]: emit last hubs from hits (id: long, hub: double) #2d1b8ac2',
+    'n016': 'loop_out scores.auths [pipeline]: emit last auths from hits (id: long, auth: double) #0705bffd',
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 

@@ -11,32 +11,32 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'kcore'
 FLOW_FILE = '<examples>/kcore.flow'
-FINGERPRINT = 'eefe1469d52b72c9'
+FINGERPRINT = '5c99c3680e505add'
 PARAMS = {'edges_path': ('string', 'data/kcore.csv')}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #e98c1a57',
-    'n002': 'select [pipeline]: src, dst (src: long, dst: long) #15753048',
-    'n003': 'union both [pipeline] (src: long, dst: long) #cfc26707',
-    'n004': 'derive [pipeline]: k (src: long, dst: long, k: long) #665d4147',
-    'n005': 'loop kcore [pipeline]: scope kcore () #fde01b0f',
-    'n006': 'var g [kcore]: entry n004 (src: long, dst: long, k: long) #73a86349',
-    'n007': 'loop peel [kcore]: scope kcore.peel () #05f574b6',
-    'n008': 'var h [kcore.peel]: entry n006 (src: long, dst: long, k: long) #7053395a',
-    'n009': 'group deg [kcore.peel]: by [src] k=max, d=count (src: long, k: long, d: long) #c2f674a1',
-    'n010': 'where [kcore.peel] (src: long, k: long, d: long) #763a6576',
-    'n011': 'select low [kcore.peel]: v (v: long) #199e0131',
-    'n012': 'join [kcore.peel]: anti on src=v (src: long, dst: long, k: long) #71f616bf',
-    'n013': 'join kept [kcore.peel]: anti on dst=v (src: long, dst: long, k: long) #1f0e0632',
-    'n014': 'loop_out stable [kcore]: emit last from kcore.peel (src: long, dst: long, k: long) #1fa9e1c1',
-    'n015': 'group alive [kcore]: by [s]  (s: long) #67120f91',
-    'n016': 'group [kcore]: by [v] k=max (v: long, k: long) #72a171a6',
-    'n017': 'join gone [kcore]: anti on v=s (v: long, k: long) #27cbf74b',
-    'n018': 'select [kcore]: id, core (id: long, core: long) #ba4f67cc',
-    'n019': 'derive [kcore]: k (src: long, dst: long, k: long) #2b505bb5',
-    'n020': 'loop_out cores [pipeline]: emit all from kcore (id: long, core: long) #35402261',
+    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #e86edb2e',
+    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
+    'n003': 'union both [pipeline]: 2 inputs (src: long, dst: long) #d8ca29ca',
+    'n004': 'derive [pipeline]: k=1 (src: long, dst: long, k: long) #51386f38',
+    'n005': 'loop kcore [pipeline]: scope kcore () #04cdc88f',
+    'n006': 'var g [kcore]: entry n004 (src: long, dst: long, k: long) #8d005f49',
+    'n007': 'loop peel [kcore]: scope kcore.peel () #69b39d77',
+    'n008': 'var h [kcore.peel]: entry n006 (src: long, dst: long, k: long) #f03d50d5',
+    'n009': 'group deg [kcore.peel]: by src: k=max, d=count (src: long, k: long, d: long) #d910595b',
+    'n010': 'where [kcore.peel]: d < k (src: long, k: long, d: long) #7c310a42',
+    'n011': 'select low [kcore.peel]: v=src (v: long) #ff758a60',
+    'n012': 'join [kcore.peel]: anti on src=v (src: long, dst: long, k: long) #9242f454',
+    'n013': 'join kept [kcore.peel]: anti on dst=v (src: long, dst: long, k: long) #be092d4d',
+    'n014': 'loop_out stable [kcore]: emit last from kcore.peel (src: long, dst: long, k: long) #8654e8bb',
+    'n015': 'group alive [kcore]: by s=src (s: long) #67ab5e43',
+    'n016': 'group [kcore]: by v=src: k=max (v: long, k: long) #a6348f0e',
+    'n017': 'join gone [kcore]: anti on v=s (v: long, k: long) #7c9fa85c',
+    'n018': 'select [kcore]: id=v, core=k - 1 (id: long, core: long) #9da42e4c',
+    'n019': 'derive [kcore]: k=k + 1 (src: long, dst: long, k: long) #bb6746f4',
+    'n020': 'loop_out cores [pipeline]: emit all from kcore (id: long, core: long) #4828fc7c',
 }
 SOURCES = {'n001': {'param': 'edges_path'}}
 

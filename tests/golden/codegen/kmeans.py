@@ -11,26 +11,26 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'kmeans'
 FLOW_FILE = '<examples>/kmeans.flow'
-FINGERPRINT = 'a4a8e3541056f579'
+FINGERPRINT = '0be993542a3a607e'
 PARAMS = {'iterations': ('long', 10)}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #911cf0de',
-    'n002': 'source centroids [pipeline]: csv data/centroids.csv (cid: long, x: double, y: double) #3b527499',
-    'n003': 'select pts [pipeline]: id, px, py (id: long, px: double, py: double) #1f0dacab',
-    'n004': 'loop km [pipeline]: scope km () #90ed078e',
-    'n005': 'var c [km]: entry n002 (cid: long, x: double, y: double) #f3ff8e4e',
-    'n006': 'import p [km]: from n003 (id: long, px: double, py: double) #cabe2549',
-    'n007': 'join [km]: inner on theta (id: long, px: double, py: double, cid: long, x: double, y: double) #2f0665cb',
-    'n008': 'select dist [km]: id, cid, d (id: long, cid: long, d: double) #4cbfa6a8',
-    'n009': 'group nearest [km]: by [id] m=min (id: long, m: double) #5368b123',
-    'n010': 'join [km]: inner on id=id and d=m (id: long, cid: long, d: double, m: double) #fade1abb',
-    'n011': 'group assign [km]: by [id] cid=min (id: long, cid: long) #e157ff0a',
-    'n012': 'join [km]: inner on id=id (id: long, cid: long, px: double, py: double) #674d7348',
-    'n013': 'group moved [km]: by [cid] x=avg, y=avg (cid: long, x: double, y: double) #90446f0b',
-    'n014': 'loop_out centers [pipeline]: emit last from km (cid: long, x: double, y: double) #8332eac6',
+    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #da76afb5',
+    'n002': 'source centroids [pipeline]: csv data/centroids.csv (cid: long, x: double, y: double) #3c6f6885',
+    'n003': 'select pts [pipeline]: id, px=x, py=y (id: long, px: double, py: double) #2a2c83c2',
+    'n004': 'loop km [pipeline]: scope km () #ab1b0d6b',
+    'n005': 'var c [km]: entry n002 (cid: long, x: double, y: double) #2c290fbb',
+    'n006': 'import p [km]: from n003 (id: long, px: double, py: double) #53906777',
+    'n007': 'join [km]: inner on true (id: long, px: double, py: double, cid: long, x: double, y: double) #e49f5232',
+    'n008': 'select dist [km]: id, cid, d=(px - x) * (px - x) + (py - y) * (py - y) (id: long, cid: long, d: double) #cdcddbef',
+    'n009': 'group nearest [km]: by id: m=min(d) (id: long, m: double) #cda30990',
+    'n010': 'join [km]: inner on id=id and d=m (id: long, cid: long, d: double, m: double) #d5d103eb',
+    'n011': 'group assign [km]: by id: cid=min (id: long, cid: long) #ba92d34a',
+    'n012': 'join [km]: inner on id=id (id: long, cid: long, px: double, py: double) #b59fb1cc',
+    'n013': 'group moved [km]: by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double) #0aacd241',
+    'n014': 'loop_out centers [pipeline]: emit last from km (cid: long, x: double, y: double) #fe60c755',
 }
 SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
 

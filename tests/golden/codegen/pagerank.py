@@ -11,26 +11,26 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'pagerank'
 FLOW_FILE = '<examples>/pagerank.flow'
-FINGERPRINT = '51d015c9302aa070'
+FINGERPRINT = 'a601256bd50af4ac'
 PARAMS = {}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #372c4be5',
-    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #d1933d20',
-    'n003': 'group degrees [pipeline]: by [src] out_degree=count (src: long, out_degree: long) #ea0aad86',
-    'n004': 'join [pipeline]: inner on src=src (src: long, dst: long, out_degree: long) #6efe432d',
-    'n005': 'select out_edges [pipeline]: src, dst, out_degree (src: long, dst: long, out_degree: long) #aaf1e5b3',
-    'n006': 'select [pipeline]: id, rank (id: long, rank: double) #f0f51153',
-    'n007': 'loop pr [pipeline]: scope pr () #7a5709a2',
-    'n008': 'var r [pr]: entry n006 (id: long, rank: double) #063bbb53',
-    'n009': 'import e [pr]: from n005 (src: long, dst: long, out_degree: long) #1a285b7f',
-    'n010': 'join [pr]: inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long) #29468834',
-    'n011': 'select contrib [pr]: id, c (id: long, c: double) #1e96b314',
-    'n012': 'group [pr]: by [id] s=sum (id: long, s: double) #40783aed',
-    'n013': 'select next [pr]: id, rank (id: long, rank: double) #6e789548',
-    'n014': 'loop_out ranks [pipeline]: emit last from pr (id: long, rank: double) #87ccb969',
+    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #95db2af2',
+    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #1e2bc211',
+    'n003': 'group degrees [pipeline]: by src: out_degree=count (src: long, out_degree: long) #e68879d9',
+    'n004': 'join [pipeline]: inner on src=src (src: long, dst: long, out_degree: long) #5cfcd854',
+    'n005': 'select out_edges [pipeline]: src, dst, out_degree (src: long, dst: long, out_degree: long) #c05de156',
+    'n006': 'select [pipeline]: id, rank=1.0 (id: long, rank: double) #94722038',
+    'n007': 'loop pr [pipeline]: scope pr () #af499bc2',
+    'n008': 'var r [pr]: entry n006 (id: long, rank: double) #b0ea0c41',
+    'n009': 'import e [pr]: from n005 (src: long, dst: long, out_degree: long) #16b81845',
+    'n010': 'join [pr]: inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long) #6082ea9d',
+    'n011': 'select contrib [pr]: id=dst, c=rank / out_degree (id: long, c: double) #bb4a1c4f',
+    'n012': 'group [pr]: by id: s=sum(c) (id: long, s: double) #cb6cbf2e',
+    'n013': 'select next [pr]: id, rank=0.15 + 0.85 * s (id: long, rank: double) #5bac8153',
+    'n014': 'loop_out ranks [pipeline]: emit last from pr (id: long, rank: double) #fd442119',
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 

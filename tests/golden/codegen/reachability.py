@@ -11,23 +11,23 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'reachability'
 FLOW_FILE = '<examples>/reachability.flow'
-FINGERPRINT = '71d95daf46829635'
+FINGERPRINT = 'ead228fc3134253a'
 PARAMS = {}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #5e23a2bc',
-    'n002': 'source seeds [pipeline]: csv data/seeds.csv (v: long) #580b260b',
-    'n003': 'select [pipeline]: v (v: long) #ade4d4e6',
-    'n004': 'loop reach [pipeline]: scope reach () #da699a76',
-    'n005': 'var r [reach]: entry n003 (v: long) #8f808aac',
-    'n006': 'import e [reach]: from n001 (src: long, dst: long) #abdead4a',
-    'n007': 'join [reach]: inner on v=src (v: long, src: long, dst: long) #022f2036',
-    'n008': 'select [reach]: v (v: long) #d094a7a5',
-    'n009': 'union [reach] (v: long) #8ba30421',
-    'n010': 'distinct next [reach] (v: long) #bbb89ed3',
-    'n011': 'loop_out reached [pipeline]: emit all from reach (v: long) #54b3631a',
+    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #53af5a18',
+    'n002': 'source seeds [pipeline]: csv data/seeds.csv (v: long) #68c40fce',
+    'n003': 'select [pipeline]: v (v: long) #6718a15e',
+    'n004': 'loop reach [pipeline]: scope reach () #b97e2918',
+    'n005': 'var r [reach]: entry n003 (v: long) #fa4346a7',
+    'n006': 'import e [reach]: from n001 (src: long, dst: long) #4d5eeef0',
+    'n007': 'join [reach]: inner on v=src (v: long, src: long, dst: long) #326c152c',
+    'n008': 'select [reach]: v=dst (v: long) #92973977',
+    'n009': 'union [reach]: 2 inputs (v: long) #5500f6d9',
+    'n010': 'distinct next [reach] (v: long) #5789abf0',
+    'n011': 'loop_out reached [pipeline]: emit all from reach (v: long) #e996d029',
 }
 SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
 

@@ -11,23 +11,23 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'sssp'
 FLOW_FILE = '<examples>/sssp.flow'
-FINGERPRINT = '28ed2b0df1b7d80d'
+FINGERPRINT = '5766ea2c65d6215b'
 PARAMS = {'edges_path': ('string', 'data/wgraph.csv'), 'source_id': ('long', 1)}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long, w: double) #256eb037',
-    'n002': 'where [pipeline] (src: long, dst: long, w: double) #22b5a8d1',
-    'n003': 'group [pipeline]: by [id]  (id: long) #1b78cb8b',
-    'n004': 'select start [pipeline]: id, dist (id: long, dist: double) #80d1d9c1',
-    'n005': 'loop sssp [pipeline]: scope sssp () #9f7b75ba',
-    'n006': 'var d [sssp]: entry n004 (id: long, dist: double) #c8c41b3b',
-    'n007': 'import e [sssp]: from n001 (src: long, dst: long, w: double) #6c6db935',
-    'n008': 'reduce best [sssp]: by [id] dist=min (id: long, dist: double) #93948dea',
-    'n009': 'join [sssp]: inner on id=src (id: long, dist: double, src: long, dst: long, w: double) #15560a10',
-    'n010': 'select relax [sssp]: id, dist (id: long, dist: double) #21332a91',
-    'n011': 'loop_out dists [pipeline]: emit state from sssp (id: long, dist: double) #400eafa8',
+    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long, w: double) #dc987b11',
+    'n002': 'where [pipeline]: src == source_id (src: long, dst: long, w: double) #6b256907',
+    'n003': 'group [pipeline]: by id=src (id: long) #9c423e80',
+    'n004': 'select start [pipeline]: id, dist=0.0 (id: long, dist: double) #ea1a2c6e',
+    'n005': 'loop sssp [pipeline]: scope sssp () #8ad79941',
+    'n006': 'var d [sssp]: entry n004 (id: long, dist: double) #fc164ec5',
+    'n007': 'import e [sssp]: from n001 (src: long, dst: long, w: double) #3a44d5f3',
+    'n008': 'reduce best [sssp]: by id: dist=min (id: long, dist: double) #7a0db214',
+    'n009': 'join [sssp]: inner on id=src (id: long, dist: double, src: long, dst: long, w: double) #99f01bb9',
+    'n010': 'select relax [sssp]: id=dst, dist=dist + w (id: long, dist: double) #719d84a6',
+    'n011': 'loop_out dists [pipeline]: emit state from sssp (id: long, dist: double) #351da6b8',
 }
 SOURCES = {'n001': {'param': 'edges_path'}}
 

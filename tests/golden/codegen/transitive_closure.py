@@ -11,21 +11,21 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'transitive_closure'
 FLOW_FILE = '<examples>/transitive_closure.flow'
-FINGERPRINT = '1e26b75a020d3a07'
+FINGERPRINT = '4aa7660ad0a401c4'
 PARAMS = {}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #5e23a2bc',
-    'n002': 'select hops [pipeline]: mid, to (mid: long, to: long) #d7fc80b8',
-    'n003': 'loop tc [pipeline]: scope tc () #aa5781f1',
-    'n004': 'var p [tc]: entry n001 (src: long, dst: long) #ddd2cfe3',
-    'n005': 'import e [tc]: from n002 (mid: long, to: long) #01f5f8de',
-    'n006': 'distinct fresh [tc] (src: long, dst: long) #b05d63b8',
-    'n007': 'join [tc]: inner on dst=mid (src: long, dst: long, mid: long, to: long) #8599e19c',
-    'n008': 'select extended [tc]: src, dst (src: long, dst: long) #91a1fdcc',
-    'n009': 'loop_out closure [pipeline]: emit all from tc (src: long, dst: long) #3354615c',
+    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #53af5a18',
+    'n002': 'select hops [pipeline]: mid=src, to=dst (mid: long, to: long) #951ebe1d',
+    'n003': 'loop tc [pipeline]: scope tc () #cda13c48',
+    'n004': 'var p [tc]: entry n001 (src: long, dst: long) #f8d6795b',
+    'n005': 'import e [tc]: from n002 (mid: long, to: long) #a9aa2c47',
+    'n006': 'distinct fresh [tc] (src: long, dst: long) #15d55a49',
+    'n007': 'join [tc]: inner on dst=mid (src: long, dst: long, mid: long, to: long) #1fa0179f',
+    'n008': 'select extended [tc]: src, dst=to (src: long, dst: long) #638e8938',
+    'n009': 'loop_out closure [pipeline]: emit all from tc (src: long, dst: long) #1319efa8',
 }
 SOURCES = {'n001': 'data/edges.csv'}
 

@@ -11,7 +11,7 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'udf_scores'
 FLOW_FILE = '<examples>/udf_scores.flow'
-FINGERPRINT = '47c938134064ee98'
+FINGERPRINT = 'b91b08f6d129c846'
 PARAMS = {}
 CONFIG = {}
 UDFS = {
@@ -20,13 +20,13 @@ UDFS = {
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #911cf0de',
-    'n002': 'derive [pipeline]: score (id: long, x: double, y: double, score: double) #223e76f6',
-    'n003': 'derive scored [pipeline]: grade (id: long, x: double, y: double, score: double, grade: string) #86903ded',
-    'n004': 'where kept [pipeline] (id: long, x: double, y: double, score: double, grade: string) #495de43b',
-    'n005': 'apply corners [pipeline]: u.corners (id: long, grade: string, corner: string, manhattan: double) #5d99dddf',
-    'n006': 'select [pipeline]: id, score, grade (id: long, score: double, grade: string) #3cb8e8f1',
-    'n007': 'sort [pipeline] (id: long, score: double, grade: string) #d9ab86d1',
+    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #da76afb5',
+    'n002': 'derive [pipeline]: score=u.score(x, y) (id: long, x: double, y: double, score: double) #1a643cab',
+    'n003': 'derive scored [pipeline]: grade=u.grade(score) (id: long, x: double, y: double, score: double, grade: string) #9e5bfcc9',
+    'n004': 'where kept [pipeline]: u.keep(grade) and score > 1.0 (id: long, x: double, y: double, score: double, grade: string) #d162613b',
+    'n005': 'apply corners [pipeline]: u.corners (id: long, grade: string, corner: string, manhattan: double) #7b2c8a58',
+    'n006': 'select [pipeline]: id, score, grade (id: long, score: double, grade: string) #9de0d1e8',
+    'n007': 'sort [pipeline]: by id (id: long, score: double, grade: string) #76e68280',
 }
 SOURCES = {'n001': 'data/points.csv'}
 

@@ -11,18 +11,18 @@ from scopeflow import runtime as sf
 
 PIPELINE = 'undirected_degrees'
 FLOW_FILE = '<examples>/undirected.flow'
-FINGERPRINT = '8151853cbbde1241'
+FINGERPRINT = 'ce6fe109be98fbbc'
 PARAMS = {}
 CONFIG = {}
 
 # What a snapshot is checked against: one signature per operator, and the inputs.
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/graph.csv (src: long, dst: long) #90e429bb',
-    'n002': 'select [pipeline]: src, dst (src: long, dst: long) #15753048',
-    'n003': 'union [pipeline] (src: long, dst: long) #cfc26707',
-    'n004': 'distinct both [pipeline] (src: long, dst: long) #d6db6e80',
-    'n005': 'group degrees [pipeline]: by [id] degree=count (id: long, degree: long) #210bcd0c',
-    'n006': 'sort [pipeline] (id: long, degree: long) #65227d78',
+    'n001': 'source edges [pipeline]: csv data/graph.csv (src: long, dst: long) #d06a10ee',
+    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
+    'n003': 'union [pipeline]: 2 inputs (src: long, dst: long) #56008216',
+    'n004': 'distinct both [pipeline] (src: long, dst: long) #127275b3',
+    'n005': 'group degrees [pipeline]: by id=src: degree=count (id: long, degree: long) #917c2981',
+    'n006': 'sort [pipeline]: by degree desc, id (id: long, degree: long) #08435063',
 }
 SOURCES = {'n001': 'data/graph.csv'}
 

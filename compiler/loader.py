@@ -1,0 +1,60 @@
+"""What lowering reads from outside the .flow text, behind one object passed in: imported .flow files
+(the stdlib's and the user's), users' Python modules, Parquet footers, and whether an input exists.
+
+`FileLoader` reads the file system. A test, or a tool that holds files elsewhere, passes its own.
+"""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from typing import Optional
+
+from scopeflow.stdlib.python_modules import load_python_module, python_functions
+
+
+class FileLoader:
+    def stdlib_modules(self) -> list[str]:
+        """The stdlib's .flow modules by name (`graph` for `stdlib:graph`)."""
+        return sorted(p.name[:-5] for p in resources.files("scopeflow.stdlib").iterdir() if p.name.endswith(".flow"))
+
+    def stdlib_path(self, module: str) -> Optional[str]:
+        res = resources.files("scopeflow.stdlib").joinpath(f"{module}.flow")
+        return str(res) if res.is_file() else None
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def read_text(self, path: str) -> str:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+    def python_functions(self, path: str, alias: str) -> dict:
+        """Import a user's module (raises what its import raises); name -> signature of its functions."""
+        return python_functions(load_python_module(path, alias))
+
+    def parquet_schema(self, path: str) -> list[tuple[str, str]]:
+        """(name, .flow type) of the columns in a Parquet file's (or folder's) footer; raises if unreadable."""
+        import pyarrow.dataset as ds
+
+        return [(f.name, _arrow_type(f.type)) for f in ds.dataset(path, format="parquet").schema]
+
+
+def _arrow_type(t) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_integer(t):
+        return "long" if t.bit_width > 32 else "int"
+    if pa.types.is_floating(t):
+        return "double"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_list(t):
+        return f"array<{_arrow_type(t.value_type)}>"
+    return "string"

@@ -1,0 +1,151 @@
+"""Sources and sinks: their formats, arguments, schemas and paths (LANGUAGE.md section 3)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from scopeflow.compiler import lower, ops
+from scopeflow.compiler.declarations import fits
+from scopeflow.compiler.lowering import Lowering
+from scopeflow.compiler.plan import Sink
+from scopeflow.compiler.scopes import Scope, Symbol
+from scopeflow.compiler.types import Schema
+from scopeflow.dsl import ast as A
+from scopeflow.dsl.diagnostics import did_you_mean
+
+SOURCE_FORMATS = ("csv", "json", "parquet", "table")
+STREAM_FORMATS = ("files", "rate")
+SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
+SINK_OPTIONS = {"csv": ("header", "sep"), "json": (), "parquet": (), "table": (), "console": ("rows",)}
+
+
+def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
+    if scope.owner != "pipeline" or in_def:
+        lw.fail("E0211", "`source` is not allowed inside a loop body or def", stmt.span, "source here",
+                ["declare the source at the top level and bring it in with `with (...)`"])
+    src = stmt.source
+    if isinstance(src, A.ValuesSource):
+        schema = lw.schema_of(src.schema)
+        nid = lw.plan.add(ops.Values, "pipeline", [], schema, stmt.span, name=stmt.name, rows=_rows(lw, src, schema))
+    else:
+        schema, path, options = _read(lw, src)
+        nid = lw.plan.add(ops.Source, "pipeline", [], schema, stmt.span, name=stmt.name, format=src.format,
+                          path=path, options=options, streaming=src.streaming)
+        lw.plan.streaming |= src.streaming
+    lw.define(scope, Symbol(stmt.name, nid, schema, span=stmt.span))
+
+
+def _rows(lw: Lowering, src: A.ValuesSource, schema: Schema) -> tuple:
+    rows = []
+    for row in src.rows:
+        if len(row) != len(schema.fields):
+            lw.fail("E0319", f"a row has {len(row)} values, the schema {len(schema.fields)}",
+                    row[0].span if row else src.span, "row", [f"schema: {schema}"])
+        for lit, f in zip(row, schema.fields):
+            if not fits(f.type, lit.type):
+                lw.fail("E0319", f"value {lit.value!r} is {lit.type}, field `{f.name}` is {f.type}", lit.span,
+                        "wrong type", [f"write a {f.type} value"])
+        rows.append(tuple(lit.value for lit in row))
+    return tuple(rows)
+
+
+def _read(lw: Lowering, src: A.ReadSource):
+    """(schema, path, options) of `read FORMAT(...)` or `stream FORMAT(...)`."""
+    formats = STREAM_FORMATS if src.streaming else SOURCE_FORMATS
+    if src.format not in formats:
+        lw.fail("E0114", f"unknown source format `{src.format}`", src.format_span, "unknown format",
+                did_you_mean(src.format, formats))
+    path, options = _arguments(lw, src.args, f"`{src.format}`", None)
+    if path is None and src.format != "rate":
+        lw.fail("E0114", f"`read {src.format}(...)` needs a path", src.span, "missing path",
+                [f"e.g. `read {src.format}(\"data/input\")`; a relative path is relative to the .flow file"])
+    if src.format == "rate":
+        schema = Schema.of([("timestamp", "timestamp"), ("value", "long")])
+    elif src.schema is not None:
+        schema = lw.schema_of(src.schema)
+    elif src.format == "parquet":
+        schema = _parquet_schema(lw, path, src)
+    else:
+        lw.fail("E0115", f"`read {src.format}` needs a schema", src.span, "no schema",
+                [f"add one: read {src.format}(...) schema (id: long, name: string)"])
+    if src.format not in ("table", "rate"):
+        _warn_missing(lw, path, src.span)
+    return schema, path, options
+
+
+def _value(lw: Lowering, arg: A.Arg):
+    """A constant argument, or a reference to a `param`."""
+    if isinstance(arg.value, A.Name):
+        if arg.value.name not in lw.decl.params:
+            lw.fail("E0104", f"unknown param `{arg.value.name}`", arg.value.span, "not a param",
+                    did_you_mean(arg.value.name, lw.decl.params) or ["declare it: param name: string = \"...\""])
+        return ops.ParamRef(arg.value.name)
+    return arg.value.value
+
+
+def _arguments(lw: Lowering, args, what: str, allowed) -> tuple[Optional[ops.Location], tuple]:
+    """(the path, the options by name) of a source's or sink's arguments."""
+    positional, options = [], {}
+    for a in args:
+        if a.name is None:
+            positional.append((a, _value(lw, a)))
+        elif allowed is not None and a.name not in allowed:
+            lw.fail("E0114", f"{what} has no option `{a.name}`", a.span, "unknown option", did_you_mean(a.name, allowed))
+        else:
+            options[a.name] = _value(lw, a)
+    if len(positional) > 1:
+        lw.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument",
+                ["pass options by name, e.g. `header = true`"])
+    if not positional:
+        return None, tuple(options.items())
+    arg, path = positional[0]
+    if isinstance(path, ops.ParamRef) and lw.decl.params[path.name][0] != "string":
+        kind = lw.decl.params[path.name][0]
+        lw.fail("E0117", f"param `{path.name}` is {kind}, a path must be a string", arg.span, "not a string",
+                [f"declare it: param {path.name}: string = \"...\""])
+    return (path if isinstance(path, ops.ParamRef) else ops.Path(str(path))), tuple(options.items())
+
+
+def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
+    """The path as written, or its param's default."""
+    if isinstance(path, ops.ParamRef):
+        return lw.decl.params.get(path.name, (None, None))[1]
+    return path.value
+
+
+def _warn_missing(lw: Lowering, path: ops.Location, span) -> None:
+    p = _path_text(lw, path)
+    if isinstance(p, str) and "://" not in p and not lw.loader.exists(os.path.join(lw.base_dir, p)):
+        lw.error("W0001", f"input `{p}` does not exist (yet)", span, "missing input",
+                 [f"looked for {os.path.join(lw.base_dir, p)}; the run fails if it is still missing"],
+                 severity="warning")
+
+
+def _parquet_schema(lw: Lowering, path: ops.Location, src: A.ReadSource) -> Schema:
+    p = _path_text(lw, path)
+    full = os.path.join(lw.base_dir, p) if isinstance(p, str) else None
+    if full is None or not lw.loader.exists(full):
+        lw.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span,
+                "no schema", [f"looked for {full}" if full else "", "declare the schema: read parquet(...) schema (...)"])
+    try:
+        columns = lw.loader.parquet_schema(full)
+    except Exception as exc:  # pyarrow's many error types: what it says is the user's clue
+        lw.fail("E0116", f"cannot read the schema of parquet input `{p}`: {exc}", src.span, "no schema",
+                ["declare it: read parquet(...) schema (...)"])
+    return Schema.of(columns)
+
+
+def lower_sink(lw: Lowering, stmt: A.SinkDecl, scope: Scope, in_def: bool) -> None:
+    if scope.owner != "pipeline" or in_def:
+        lw.fail("E0211", "sinks are only allowed at the pipeline level", stmt.span, "sink here",
+                ["emit the stream from the loop and sink the loop's output"])
+    nid, _ = lower.lower_stream(lw, stmt.expr, scope)
+    spec = stmt.sink
+    if spec.format not in SINK_FORMATS:
+        lw.fail("E0114", f"unknown sink `{spec.format}`", spec.span, "unknown sink", did_you_mean(spec.format,
+                                                                                                 SINK_FORMATS))
+    path, options = _arguments(lw, spec.args, f"sink `{spec.format}`", SINK_OPTIONS[spec.format])
+    if path is None and spec.format != "console":
+        lw.fail("E0114", f"sink `{spec.format}` needs a path", spec.span, "missing path",
+                [f"e.g. `{spec.format}(\"out/result\")`"])
+    lw.plan.add_sink(Sink(nid, spec.format, path, options, stmt.span))
