@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from scopeflow.api import run_file
-from scopeflow.runtime.launcher import SnapshotOptions
+from scopeflow.runtime.arguments import SnapshotOptions
 from scopeflow.runtime.session import build_session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -6,7 +6,6 @@ generated code, `explain` and the DOT graph are stable.
 """
 from __future__ import annotations
 
-import enum
 import functools
 import hashlib
 from collections import Counter
@@ -21,14 +20,6 @@ from scopeflow.compiler import ops
 from scopeflow.compiler.ops import Count, Location
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl.ast import Span
-
-
-class FlipType(enum.IntEnum):
-    """FLIP-15's operator types, which the termination protocol reports by."""
-
-    HEAD = 1  # a loop variable: receives the feedback
-    FEEDBACK = 2  # its output is fed back: it puts records in flight
-    OTHER = 3
 
 
 @frozen
@@ -160,12 +151,14 @@ class Plan:
     def _chain_index(self) -> dict:
         return {n: c for c in self.chains for n in c.nodes}
 
-    def flip_type(self, node_id: str) -> FlipType:
+    def flip_type(self, node_id: str) -> str:
+        """FLIP-15's operator type, by the runtime's name for it (`runtime.spec.FlipType`): HEAD (a loop
+        variable), FEEDBACK (its output is fed back) or OTHER."""
         if isinstance(self.nodes[node_id], ops.LoopVar):
-            return FlipType.HEAD
+            return "HEAD"
         if any(src == node_id for s in self.scopes.values() for _, src in s.feedback):
-            return FlipType.FEEDBACK
-        return FlipType.OTHER
+            return "FEEDBACK"
+        return "OTHER"
 
     def uses(self, node_id: str) -> int:
         """How many times a node's records are read: by operators and loops of any scope, feedback
@@ -210,14 +203,12 @@ class Plan:
         doc = repr((list(self.nodes.values()), list(self.scopes.values()), self.sinks))
         return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
-    def signature(self, node_id: str) -> str:
-        """One line that names an operator and says what determines its output, with a hash of all of
-        it (a snapshot is refused when a signature changed; the message shows both)."""
+    def digest(self, node_id: str) -> str:
+        """A hash of everything that determines an operator's output (a loop's: its options too): a
+        snapshot is refused when it changed."""
         n = self.nodes[node_id]
         extra = self.scopes[n.body].options if isinstance(n, ops.Loop) else None
-        digest = hashlib.sha256(repr((n, extra)).encode()).hexdigest()[:8]
-        desc = n.describe()
-        return f"{n.kind}{' ' + n.name if n.name else ''} [{n.scope}]{': ' + desc if desc else ''} {n.schema} #{digest}"
+        return hashlib.sha256(repr((n, extra)).encode()).hexdigest()[:8]
 
 
 

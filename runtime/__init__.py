@@ -2,19 +2,26 @@
 
 It needs Spark, never the compiler: a generated job runs where scopeflow's runtime
 is installed without lark. Names are imported on first use, so that importing a
-light module of the runtime (`errors`, `cluster`) does not start with pyspark.
+light module of the runtime (`errors`, `arguments`, `cluster`) does not start with pyspark.
 """
 import importlib
 
 _EXPORTS = {
-    "EmitSpec": "scopeflow.runtime.loop",
-    "LoopSpec": "scopeflow.runtime.loop",
-    "LoopMaxError": "scopeflow.runtime.termination",
+    # what a generated job declares (runtime/spec.py)
+    "Operator": "scopeflow.runtime.spec",
+    "Param": "scopeflow.runtime.spec",
+    "LoopSpec": "scopeflow.runtime.spec",
+    "Emit": "scopeflow.runtime.spec",
+    "HEAD": "scopeflow.runtime.spec",
+    "FEEDBACK": "scopeflow.runtime.spec",
+    "OTHER": "scopeflow.runtime.spec",
+    # what it calls
     "main": "scopeflow.runtime.launcher",
     "python_module": "scopeflow.runtime.udf",
     "scalar_udf": "scopeflow.runtime.udf",
     "apply_table_function": "scopeflow.runtime.udf",
     "apply_table_functions": "scopeflow.runtime.udf",
+    "LoopMaxError": "scopeflow.runtime.termination",
 }
 __all__ = list(_EXPORTS)
 

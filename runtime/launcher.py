@@ -7,142 +7,79 @@ code is the only execution path, so they behave the same.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import sys
-import types
 from typing import Optional
 
-from attrs import define
-
+from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
+from scopeflow.runtime.context import RunContext, restore_conf, set_conf
 from scopeflow.runtime.errors import ExitCode, RuntimeFailure
-
-
-class UsageError(Exception):
-    pass
-
-
-def _convert(name: str, kind: str, raw: str):
-    try:
-        if kind in ("long", "int"):
-            return int(raw)
-        if kind == "double":
-            return float(raw)
-        if kind == "boolean":
-            if raw.lower() not in ("true", "false"):
-                raise ValueError(raw)
-            return raw.lower() == "true"
-        return raw
-    except ValueError:
-        raise UsageError(f"--param {name}={raw}: `{name}` is a {kind}") from None
-
-
-def parse_params(declared: dict, overrides: list[str]) -> dict:
-    values = {name: default for name, (_, default) in declared.items()}
-    for item in overrides:
-        if "=" not in item:
-            raise UsageError(f"--param {item}: expected NAME=VALUE")
-        name, raw = item.split("=", 1)
-        if name not in declared:
-            close = difflib.get_close_matches(name, declared, n=1)
-            hint = f"; did you mean `{close[0]}`?" if close else (f"; params: {', '.join(declared)}" if declared
-                                                                   else "; the pipeline declares no params")
-            raise UsageError(f"--param {name}: no such param{hint}")
-        values[name] = _convert(name, declared[name][0], raw)
-    return values
-
-
-def parse_conf(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise UsageError(f"--conf {item}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        out[k] = v
-    return out
-
-
-@define
-class SnapshotOptions:
-    checkpoint: Optional[str] = None
-    every: Optional[int] = None
-    mode: Optional[str] = None  # persist | recompute
-    async_writes: bool = False
-    keep: int = 3
-    resume: bool = False
-    disabled: bool = False
-
-    def wanted(self, module) -> bool:
-        if self.disabled:
-            return False
-        declared = any(getattr(v, "snapshot_every", None) or getattr(v, "snapshot_recompute", False)
-                       for v in vars(module).values() if type(v).__name__ == "LoopSpec")
-        return bool(self.checkpoint or self.every or self.mode or self.async_writes or self.resume or declared)
+from scopeflow.runtime.progress import Progress
+from scopeflow.runtime.session import build_session, keep_jvm_log
+from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.spec import LoopSpec
+from scopeflow.runtime.termination import LoopMaxError
 
 
 def execute(module, params: Optional[dict] = None, spark=None, master=None, remote=None, conf=None, quiet=True,
             trace=False, verbose=False, report: Optional[str] = None, raise_errors: bool = False,
             diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None):
-    """Run a generated pipeline module. Returns (exit code, job)."""
-    from scopeflow.runtime.job import Job, restore_conf
-    from scopeflow.runtime.progress import Progress
-    from scopeflow.runtime.session import build_session, keep_jvm_log
-    from scopeflow.runtime.snapshots import SnapshotRefused
-    from scopeflow.runtime.termination import LoopMaxError
-
-    name, flow_file = module.PIPELINE, module.FLOW_FILE
+    """Run a generated pipeline module. Returns (exit code, the run: `RunContext`, None if it never started)."""
     progress = Progress(enabled=not quiet)
-    job = None
+    run = None
     status, code, message = "ok", ExitCode.OK, None
     saved_conf: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
     try:
         if spark is None:
-            spark = build_session(f"scopeflow:{name}", master, remote, {**module.CONFIG, **(conf or {})}, verbose)
+            spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
+                                  verbose)
         else:
-            for k, v in module.CONFIG.items():
-                try:
-                    before = spark.conf.get(k, None)
-                    spark.conf.set(k, v)
-                    saved_conf[k] = before
-                except Exception:  # a static conf of a shared session: it stays as the session has it
-                    pass
-        job = Job(spark, name, flow_file, params if params is not None else parse_params(module.PARAMS, []),
-                  module.FINGERPRINT, progress, trace)
-        job.diagnostics = diagnostics
-        job.detailed = bool(report)
-        job.operator_names = dict(getattr(module, "OPERATORS", {}))
+            saved_conf = _apply_config(spark, module.CONFIG)
+        run = RunContext(spark, module, params if params is not None else parse_params(module.PARAMS, []),
+                         progress, trace, detailed=bool(report), diagnostics=diagnostics)
         if snapshots is not None and snapshots.wanted(module):
-            job.configure_snapshots(snapshots, module.OPERATORS, module.SOURCES)
-        module.pipeline(job)
-        job.finish()
-    except SnapshotRefused as exc:
-        status, code, message = "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
-        if raise_errors:
-            raise
-    except LoopMaxError as exc:
-        status, code, message = "max", ExitCode.MAX, str(exc)
-        if raise_errors:
-            raise
-    except RuntimeFailure as exc:
-        status, code, message = "failed", ExitCode.RUNTIME, exc.render()
-        if raise_errors:
-            raise
-    except Exception as exc:  # Spark and user-function failures: one clean message, not a JVM wall
-        status, code, message = "failed", ExitCode.RUNTIME, describe_failure(exc, flow_file)
+            run.configure_snapshots(snapshots, module.SOURCES)
+        module.pipeline(run)
+        run.finish()
+    except Exception as exc:
+        status, code, message = _outcome(exc, module.FLOW_FILE)
         if raise_errors:
             raise
     finally:
-        if job is not None and report:
-            job.write_report(report, status, message)
-        restore_conf(spark, saved_conf)  # `config` applies to its own run, not to the caller's later work
+        if run is not None and report:
+            run.report.write(report, status, message)
+        if spark is not None:
+            restore_conf(spark, saved_conf)  # `config` applies to its own run, not to the caller's later work
     if message:
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
-    elif job is not None:
-        progress.summary(name)
+    elif run is not None:
+        progress.summary(module.PIPELINE)
     if code != ExitCode.OK:
         keep_jvm_log()  # the process's JVM log stays for a look (it is removed at exit when every run succeeded)
-    return code, job
+    return code, run
+
+
+def _apply_config(spark, config: dict) -> dict:
+    """A flow's `config` on a session the caller gave; returns the settings it changed, as they were. A
+    static setting (fixed when the session started) cannot change: it stays as the session has it."""
+    static = [k for k in config if not spark.conf.isModifiable(k)]
+    for k in static:
+        print(f"note: config {k} is fixed when a Spark session starts; this run keeps the session's value",
+              file=sys.stderr)
+    return set_conf(spark, {k: v for k, v in config.items() if k not in static})
+
+
+def _outcome(exc: Exception, flow_file: str) -> tuple[str, ExitCode, str]:
+    """(status, exit code, message) of a run that raised `exc`."""
+    if isinstance(exc, SnapshotRefused):
+        return "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
+    if isinstance(exc, LoopMaxError):
+        return "max", ExitCode.MAX, str(exc)
+    if isinstance(exc, RuntimeFailure):
+        return "failed", ExitCode.RUNTIME, exc.render()
+    # Spark's and user functions' failures: one clean message, not a JVM wall
+    return "failed", ExitCode.RUNTIME, describe_failure(exc, flow_file)
 
 
 _USER_ERROR = re.compile(r"SCOPEFLOW_USER_ERROR line (\d+) in (\w+):\n(.*?)(?:\n\n|\Z|\n\tat |\nJVM stacktrace)", re.S)
@@ -216,23 +153,3 @@ def main(argv, module) -> int:
                                 description=f"Run pipeline `{module.PIPELINE}` (generated by scopeflow).")
     add_run_arguments(p)
     return run_with_arguments(module, p.parse_args(argv))
-
-
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `scopeflow run` and of a generated script: one list for both."""
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
-    p.add_argument("--master", help="Spark master URL (default local[*])")
-    p.add_argument("--remote", help="Spark Connect URL, sc://HOST:PORT")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--trace", action="store_true", help="print every termination attempt")
-    p.add_argument("--verbose", action="store_true", help="show Spark's own log output")
-    p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
-    p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
-    p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")
-    p.add_argument("--snapshot-mode", choices=("persist", "recompute"), default=None,
-                   help="persist loop state (default) or only positions (recompute on recovery)")
-    p.add_argument("--async-snapshots", action="store_true", help="write snapshots while the next round runs")
-    p.add_argument("--keep-snapshots", type=int, default=3, metavar="K", help="snapshots to keep (default 3)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest complete snapshot")
-    p.add_argument("--no-snapshots", action="store_true", help="take no snapshots")

@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 
-from scopeflow.runtime import compat
+from scopeflow.runtime import deployment
 from scopeflow.runtime.errors import RuntimeFailure
 
 _LOG4J = """rootLogger.level = error
@@ -123,13 +123,13 @@ def local_defaults() -> dict:
 def build_session(app: str, master: str | None = None, remote: str | None = None, conf: dict | None = None,
                   verbose: bool = False):
     """Create (or reuse) the SparkSession. Raises RuntimeFailure when Spark cannot start."""
-    compat.loopback_env(master)  # SPARK_LOCAL_IP=127.0.0.1 unless the master is on another host
+    deployment.loopback_env(master)  # SPARK_LOCAL_IP=127.0.0.1 unless the master is on another host
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     from pyspark.sql import SparkSession
 
     if remote:
         builder = SparkSession.builder.remote(remote).appName(app)
-        for k, v in compat.connect_defaults(local_defaults(), conf).items():
+        for k, v in deployment.connect_defaults(local_defaults(), conf).items():
             builder = builder.config(k, v)
         return builder.getOrCreate()
     check_java()
@@ -140,7 +140,7 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
             settings.pop("spark.driver.bindAddress")
     if not verbose:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{_quiet_log4j()}"
-    settings = compat.adapt_settings(settings, master, conf)  # spark-submit, remote hosts, worker Python
+    settings = deployment.adapt_settings(settings, master, conf)  # spark-submit, remote hosts, worker Python
     settings.update(conf or {})
     builder = SparkSession.builder.appName(app)
     for k, v in settings.items():

@@ -14,21 +14,8 @@ import uuid
 
 from pyspark.sql import DataFrame
 
-from scopeflow.runtime import compat
-
-
-def _fs(spark, path: str):
-    if compat.is_connect(spark):  # no JVM here: a local rename (file:// and plain paths only)
-        return compat.connect_fs(path)
-    jvm = spark._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath
-
-
-def _path(spark, p: str):
-    if compat.is_connect(spark):
-        return compat.connect_fs(p)[1]
-    return spark._jvm.org.apache.hadoop.fs.Path(p)
+from scopeflow.runtime.filesystems import filesystem as _fs
+from scopeflow.runtime.filesystems import fs_path as _path
 
 
 def recover(spark, target: str) -> None:

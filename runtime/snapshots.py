@@ -27,11 +27,12 @@ import threading
 import time
 from typing import Optional
 
-from attrs import define, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime import compat
+from scopeflow.runtime.jobs import set_job_group
+from scopeflow.runtime.loop import Activation
+from scopeflow.runtime.state import FLAG, DistinctState, ReduceState
 
 FORMAT = 1
 
@@ -42,36 +43,6 @@ class SnapshotRefused(Exception):
 
 class Uncommitted(ValueError):
     """A snapshot directory whose manifest was never committed: it does not exist."""
-
-
-@define
-class Level:
-    """One active loop activation: the live objects of its current round."""
-
-    scope: str
-    activation: int
-    round: int = 0
-    variables: dict = field(factory=dict)
-    states: dict = field(factory=dict)
-    emitted: dict = field(factory=dict)
-    last: dict = field(factory=dict)
-    received: dict = field(factory=dict)
-    attempt: int = 0
-    recompute: bool = False  # `snapshot recompute`: positions only, state is recomputed on recovery
-    combined: dict = field(factory=dict)  # variable -> the operator whose combined records it holds
-
-
-@define
-class Restore:
-    """What recovery hands one loop activation."""
-
-    round: int
-    variables: dict
-    states: dict  # op -> dict(kind, keys, columns, aggs, main, main_rows)
-    emitted: dict
-    last: dict
-    received: dict
-    combined: dict = field(factory=dict)  # variable -> the operator whose combined records it holds
 
 
 def _sha256(path: str) -> str:
@@ -117,9 +88,9 @@ def _local(path: str) -> str:
 
 
 class SnapshotStore:
-    def __init__(self, job, root: str, every: int, mode: str, keep: int, async_writes: bool, plan: dict,
+    def __init__(self, run, root: str, every: int, mode: str, keep: int, async_writes: bool, plan: dict,
                  sources: dict, faults: Optional[str] = None):
-        self.job = job
+        self.run = run
         self.root = _local(root)
         self.every = every
         self.mode = mode  # persist | recompute
@@ -183,10 +154,10 @@ class SnapshotStore:
         return None
 
     def check_compatible(self, manifest: dict, snap: str) -> None:
-        if manifest.get("pipeline") != self.job.pipeline:
+        if manifest.get("pipeline") != self.run.pipeline:
             raise SnapshotRefused(f"{snap} was taken by pipeline `{manifest.get('pipeline')}`, "
-                                  f"not `{self.job.pipeline}`")
-        if manifest.get("fingerprint") != self.job.fingerprint:
+                                  f"not `{self.run.pipeline}`")
+        if manifest.get("fingerprint") != self.run.fingerprint:
             raise SnapshotRefused(f"the plan changed since {os.path.basename(snap)} was taken:\n  "
                                   + "\n  ".join(plan_diff(manifest.get("plan", {}), self.plan) or
                                                 ["(loop options or wiring changed)"]))
@@ -198,22 +169,23 @@ class SnapshotStore:
     # ---- writing ---------------------------------------------------------------------------
 
     def due(self, spec, round_no: int) -> bool:
-        every = self.job.resolve_int(spec.snapshot_every) if spec.snapshot_every else self.every
+        every = self.run.resolve(spec.snapshot_every) if spec.snapshot_every else self.every
         return every > 0 and (round_no + 1) % every == 0
 
-    def take(self, stack: list, after: Level) -> None:
-        """Snapshot the scope stack; `after` is the innermost level in its next-round state."""
+    def take(self, stack: list) -> None:
+        """Snapshot the scope stack: the activations of the enclosing loops at the start of their current
+        round, the innermost one (which just ended a round) at the start of its next."""
         self.wait()
         self.seq = max([self.seq] + [int(os.path.basename(d)[5:]) for d in self.snapshot_dirs()]) + 1
         frames: list[DataFrame] = []
-        doc_stack = [self._level_doc(lv, frames) for lv in [*stack[:-1], after]]
+        doc_stack = [self._level_doc(act, frames) for act in stack]
         completed = {scope: {str(name): self._frame(df, frames) for name, df in outs.items()}
                      for scope, outs in self.completed.items()}
         manifest = {
-            "format": FORMAT, "pipeline": self.job.pipeline, "fingerprint": self.job.fingerprint,
+            "format": FORMAT, "pipeline": self.run.pipeline, "fingerprint": self.run.fingerprint,
             "plan": self.plan, "sources": self.sources, "seq": self.seq, "mode": self.mode,
             "created": time.time(), "stack": doc_stack, "completed": completed,
-            "activations": dict(self.job.activations), "sinks": list(self.sinks_done),
+            "activations": dict(self.run.activations), "sinks": list(self.sinks_done),
         }
         pins = [df for df in frames]
         self._pin(pins)
@@ -223,8 +195,8 @@ class SnapshotStore:
         else:
             self._write(frames, manifest, pins)
 
-    def _level_doc(self, lv: Level, frames: list) -> dict:
-        doc = {"scope": lv.scope, "activation": lv.activation, "round": lv.round, "attempt": lv.attempt,
+    def _level_doc(self, lv, frames: list) -> dict:
+        doc = {"scope": lv.scope, "activation": lv.number, "round": lv.round, "attempt": lv.attempt,
                "received": lv.received, "recompute": self.mode == "recompute" or lv.recompute}
         if doc["recompute"]:
             return doc
@@ -260,7 +232,7 @@ class SnapshotStore:
                 shutil.rmtree(snap)
             os.makedirs(snap)
             if frames:
-                compat.set_job_group(self.job.spark, f"scopeflow:{self.job.run_id}:snapshot", "snapshot")
+                set_job_group(self.run.spark, f"scopeflow:{self.run.run_id}:snapshot", "snapshot")
                 tagged = [df.select(F.lit(i).alias("_f"), F.struct(*df.columns).alias(f"s{i}")) for i, df in
                           enumerate(frames)]
                 wide = _union_wide(tagged)
@@ -273,7 +245,7 @@ class SnapshotStore:
         finally:
             self._unpin(pins)
         size = sum(m["size"] for m in manifest["files"].values())
-        self.job.snapshot_written(manifest["seq"], manifest["stack"], size, time.perf_counter() - started)
+        self.run.snapshot_written(manifest["seq"], manifest["stack"], size, time.perf_counter() - started)
         self.prune()
 
     def prune(self) -> None:
@@ -328,11 +300,11 @@ class SnapshotStore:
                 doc = json.load(fh)
         except (OSError, ValueError):
             return []
-        return doc.get("sinks", []) if doc.get("fingerprint") == self.job.fingerprint else []
+        return doc.get("sinks", []) if doc.get("fingerprint") == self.run.fingerprint else []
 
     def sink_committed(self, key: str) -> None:
         self.sinks_done.append(key)
-        _atomic_json(self.sink_log_path(), {"fingerprint": self.job.fingerprint, "sinks": self.sinks_done})
+        _atomic_json(self.sink_log_path(), {"fingerprint": self.run.fingerprint, "sinks": self.sinks_done})
 
     def start_fresh(self) -> None:
         for d in self.snapshot_dirs():
@@ -343,7 +315,7 @@ class SnapshotStore:
     def finished(self) -> None:
         """The run completed: a later --resume has nothing to continue."""
         self.wait()
-        _atomic_json(os.path.join(self.root, "complete.json"), {"fingerprint": self.job.fingerprint,
+        _atomic_json(os.path.join(self.root, "complete.json"), {"fingerprint": self.run.fingerprint,
                                                                 "time": time.time()})
         for d in self.snapshot_dirs():
             shutil.rmtree(d, ignore_errors=True)
@@ -352,10 +324,10 @@ class SnapshotStore:
 
 
 class Recovery:
-    """Hands the levels of a snapshot's scope stack to the loop activations as they start again."""
+    """Hands the activations of a snapshot's scope stack to the loops as they start again."""
 
-    def __init__(self, job, snap: str, manifest: dict):
-        self.job = job
+    def __init__(self, run, snap: str, manifest: dict):
+        self.run = run
         self.snap = snap
         self.manifest = manifest
         self.stack = list(manifest["stack"])
@@ -365,7 +337,7 @@ class Recovery:
 
     def data(self) -> DataFrame:
         if self._data is None:
-            self._data = self.job.spark.read.parquet(os.path.join(self.snap, "data"))
+            self._data = self.run.spark.read.parquet(os.path.join(self.snap, "data"))
         return self._data
 
     def frame(self, ref: Optional[dict]) -> Optional[DataFrame]:
@@ -379,30 +351,39 @@ class Recovery:
             return None
         return {(None if name == "None" else name): self.frame(ref) for name, ref in self.completed[scope].items()}
 
-    def take(self, scope: str, active_depth: int) -> Optional[tuple[int, Optional[Restore]]]:
-        """(activation number, restore) when the next level of the stack is this loop, else None."""
+    def take(self, scope: str, active_depth: int) -> Optional[Activation]:
+        """The activation to continue when the next level of the stack is this loop, else None. A level
+        snapshotted with positions only (`recompute`) gives its activation number and no state: the loop
+        runs again from its entry streams, and the deeper levels belong to that rerun."""
         if self.depth >= len(self.stack) or active_depth != self.depth:
             return None
         lv = self.stack[self.depth]
         if lv["scope"] != scope:
             return None
         self.depth += 1
-        if lv.get("recompute"):  # rerun from the loop's null state; deeper levels belong to that rerun
+        if lv.get("recompute"):
             self.depth = len(self.stack)
-            return lv["activation"], None
-        restore = Restore(
-            round=lv["round"],
+            return Activation(scope, lv["activation"])
+        return Activation(
+            scope, lv["activation"], round=lv["round"], attempt=lv.get("attempt", 0), resumed=True,
             variables={v: self.frame(r) for v, r in lv["variables"].items()},
-            states=lv["states"],
-            emitted={node: [self.frame(r)] for node, r in lv["emitted"].items()},
-            last={node: self.frame(r) for node, r in lv["last"].items()},
             received=lv.get("received", {}),
             combined=lv.get("combined", {}),
+            states={op: self.state(op, doc) for op, doc in lv["states"].items()},
+            emitted={node: [self.frame(r)] for node, r in lv["emitted"].items()},
+            last={node: self.frame(r) for node, r in lv["last"].items()},
         )
-        return lv["activation"], restore
 
-    def state_frame(self, ref):
-        return self.frame(ref)
+    def state(self, op: str, doc: dict):
+        """A reduce/distinct state rebuilt from a snapshot, re-partitioned by its keys."""
+        if doc["kind"] == "reduce":
+            state = ReduceState(op, doc["keys"], [tuple(a) for a in doc["aggs"]])
+        else:
+            state = DistinctState(op, doc["columns"])
+        state.main = (self.frame(doc["main"]).select(*state.columns, F.lit(False).alias(FLAG))
+                      .repartition(self.run.partitions, *state.keys))
+        state.main_rows = doc["main_rows"]
+        return state
 
 
 def plan_diff(old: dict, new: dict) -> list[str]:

@@ -18,22 +18,18 @@ reached; otherwise continue, unless this was the last round `max` allows.
 """
 from __future__ import annotations
 
-import itertools
-from typing import Optional
+from typing import Iterator, Optional
 
 from attrs import define, field
 
 BUSY, IDLE = "BUSY", "IDLE"
-HEAD, FEEDBACK, OTHER = 1, 2, 3
-
-_attempt_ids = itertools.count(1)
 
 
 @define
 class OperatorReport:
     op: str  # node id
     name: str
-    type: int
+    type: int  # spec.FlipType
     records: int
 
     @property
@@ -65,7 +61,7 @@ class Attempt:
             "id": self.id, "scope": self.scope, "activation": self.activation, "round": self.round,
             "in_flight": self.in_flight, "until_records": self.until_records, "decision": self.decision,
             "nested_terminated": self.nested_terminated,
-            "operators": {o.op: {"name": o.name, "type": o.type, "status": o.status, "records": o.records}
+            "operators": {o.op: {"name": o.name, "type": int(o.type), "status": o.status, "records": o.records}
                           for o in self.operators},
         }
 
@@ -85,14 +81,15 @@ class TerminationProtocol:
     max_rounds: int
     on_max: str  # fail | stop
     rounds: Optional[int]  # exactly this many rounds, when set
-    operator_types: dict  # node id -> (type, name)
+    operator_types: dict  # node id -> (spec.FlipType, name)
+    ids: Iterator[int]  # the run's attempt ids: each attempt takes a fresh one
     attempts: list = field(factory=list)
 
     def attempt(self, round_no: int, in_flight: dict, counts: dict, until_records: Optional[int],
                 nested: list) -> Attempt:
         reports = [OperatorReport(op, name, t, int(counts.get(op, 0)))
                    for op, (t, name) in sorted(self.operator_types.items())]
-        a = Attempt(next(_attempt_ids), self.scope, self.activation, round_no, dict(in_flight), reports,
+        a = Attempt(next(self.ids), self.scope, self.activation, round_no, dict(in_flight), reports,
                     list(nested), until_records)
         if sum(in_flight.values()) == 0:
             a.decision = "no-feedback"

@@ -13,7 +13,8 @@ from typing import Optional
 from scopeflow.compiler import check_file
 from scopeflow.compiler.codegen import plan_to_pyspark
 from scopeflow.dsl.diagnostics import FlowError
-from scopeflow.runtime.launcher import SnapshotOptions, execute, parse_params
+from scopeflow.runtime.arguments import SnapshotOptions, parse_params
+from scopeflow.runtime.launcher import execute
 
 
 def compile_file(path: str) -> str:

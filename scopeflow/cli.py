@@ -11,7 +11,7 @@ import os
 import sys
 
 from scopeflow.runtime.errors import ExitCode
-from scopeflow.runtime.launcher import add_run_arguments
+from scopeflow.runtime.arguments import add_run_arguments
 
 
 def _print_diagnostics(diags) -> None:

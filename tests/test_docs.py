@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from scopeflow.compiler import check_flow
-from scopeflow.runtime.loop import split_top_level
+from scopeflow.runtime.spec import split_top_level
 
 DOCS = os.path.join(ROOT, "docs")
 MARKDOWN = sorted(glob.glob(os.path.join(DOCS, "*.md"))) + [p for p in [os.path.join(ROOT, "README.md")]

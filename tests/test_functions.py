@@ -17,7 +17,7 @@ import pytest
 from scopeflow.compiler import check_flow
 from scopeflow.compiler.codegen import plan_to_pyspark
 from scopeflow.api import run_file
-from scopeflow.runtime.loop import split_top_level
+from scopeflow.runtime.spec import split_top_level
 from scopeflow.stdlib.functions import FUNCTIONS
 
 TS = 'to_timestamp("2024-03-15 13:45:30")'

@@ -108,7 +108,7 @@ def test_runtime_import_loads_neither_the_compiler_nor_lark():
 
 
 def test_executors_get_only_the_runtime():
-    from scopeflow.runtime.compat import shipped_files
+    from scopeflow.runtime.shipping import shipped_files
 
     names = [arc for arc, _ in shipped_files()]
     assert "scopeflow/runtime/udf.py" in names and "scopeflow/stdlib/types.py" in names

@@ -376,7 +376,7 @@ def test_resume_from_a_snapshot_of_combined_feedback(spark, tmp_path, monkeypatc
     import textwrap
 
     from scopeflow.api import run_file
-    from scopeflow.runtime.launcher import SnapshotOptions
+    from scopeflow.runtime.arguments import SnapshotOptions
     from scopeflow.runtime.snapshots import SnapshotStore
 
     text, scope, var = COMBINED_FLOWS[case]
@@ -418,7 +418,7 @@ def test_resume_from_a_snapshot_of_combined_feedback(spark, tmp_path, monkeypatc
     assert [r["round"] for r in resumed] == [r["round"] for r in rounds[3:]]
     assert [r["in_flight"] for r in resumed] == [r["in_flight"] for r in rounds[3:]]
     assert [r["stored"] for r in resumed] == [r["stored"] for r in rounds[3:]]
-    assert resumed[0]["counts"][next(k for k, v in job.operator_names.items() if v.startswith(f"var {var} "))] \
+    assert resumed[0]["counts"][next(k for k, o in job.operators.items() if (o.kind, o.name) == ("var", var))] \
         == rounds[2]["in_flight"][var]
     got = read_output(str(tmp_path / "out/o"), types)
     assert len(got) == len(set(got)) and set(got) == want

@@ -64,14 +64,16 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     # it first. Spark 4.3's `observe` keeps only the tasks of the stage with the highest RDD id; the
     # round's record counter must still count every partition (else the round counts again, in a
     # second Spark job). Here two jobs split the partitions on purpose, the later one on a child RDD.
-    from scopeflow.runtime import compat
-    from scopeflow.runtime.job import Job
+    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+    from scopeflow.runtime.context import LOOP_CONF, restore_conf, set_conf
+    from scopeflow.runtime.counters import CHECKPOINT_COUNTER, Counters
 
-    job = Job(spark, "t", "t.flow", {})
-    with job._loop_conf():
-        pre = job.checkpoint_counter("x", spark.range(0, 1000, 1, 2))
-        ck = compat.checkpoint(spark, pre)
-        rdd = compat.checkpoint_rdd(ck)
+    counters, checkpoints = Counters(spark), Checkpoints(spark)
+    saved = set_conf(spark, LOOP_CONF)
+    try:
+        pre = spark.range(0, 1000, 1, 2).observe(CHECKPOINT_COUNTER + "x", counters.column)
+        ck = checkpoints.make(pre)
+        rdd = checkpoint_rdd(ck)
         jvm = spark._jvm
         child = jvm.org.apache.spark.api.java.JavaRDD(
             rdd, getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()).glom()
@@ -81,9 +83,11 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
         # computes the missing partition 1 in a job of the checkpoint RDD itself
         child.collectPartitions(first)
         assert rdd.count() == 1000  # (reads the two stored partitions)
-        counters = job._observed([pre], everything=True)
-        job.release([ck])
-    assert counters["_sf_ck:x"] == 1000
+        observed = counters.observed([pre])
+        checkpoints.release([ck])
+    finally:
+        restore_conf(spark, saved)
+    assert observed["_sf_ck:x"] == 1000
 
 
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
@@ -96,9 +100,9 @@ def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
 @pytest.fixture
 def many_partitions(spark):
     """More shuffle partitions than the session runs tasks at once (then restored)."""
-    from scopeflow.runtime import compat
+    from scopeflow.runtime.deployment import task_slots
 
-    slots = compat.task_slots(spark)
+    slots = task_slots(spark)
     saved = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(slots + 2))
     yield slots, slots + 2
@@ -106,7 +110,7 @@ def many_partitions(spark):
 
 
 def test_task_slots_of_local_masters():
-    from scopeflow.runtime.compat import local_slots
+    from scopeflow.runtime.deployment import local_slots
 
     assert local_slots("local") == 1
     assert local_slots("local[3]") == 3
@@ -168,7 +172,7 @@ def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_parti
     assert sum(e["stored"] for e in expected) < sum(e["in_flight"] for e in expected) / (1.5 if above == 0 else 1.2)
     attempts = [a for a in job.report["attempts"] if a["scope"] == "cc"]
     assert [a["in_flight"]["labels"] for a in attempts] == [e["in_flight"] for e in expected]
-    node = {name.split(" [")[0]: op for op, name in job.operator_names.items()}
+    node = {f"{o.kind} {o.name}" if o.name else o.kind: op for op, o in job.operators.items()}
     assert [r["counts"][node["var labels"]] for r in rounds[1:]] == [e["in_flight"] for e in expected[:-1]]
     for r, before in zip(rounds[1:], expected):
         # combined: the state and the feedback, both keyed by id; else the feedback narrowed to the task slots
@@ -258,7 +262,7 @@ def test_round_counts_are_exact(spark, tmp_path):
         x = again
         if not again:
             break
-    node = {name.split(" [")[0]: op for op, name in job.operator_names.items()}  # "var x" -> n00k, ...
+    node = {f"{o.kind} {o.name}" if o.name else o.kind: op for op, o in job.operators.items()}  # "var x" -> n00k
     # the select reuses the reduce's counter and the fed-back stream the where's (same records)
     got = [{"received": r["counts"][node["var x"]], "best": r["counts"][node["reduce best"]],
             "select": r["counts"][node["select"]], "where": r["counts"][node["where again"]],
@@ -713,7 +717,7 @@ class _MetricsMap:
 
 
 def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
-    from scopeflow.runtime.job import _metric_pairs
+    from scopeflow.runtime.counters import metric_pairs as _metric_pairs
 
     entries = {"_sf_ck:n005/state": 10, "n012": 0, "_sf_ck:feedback/x": 3}
     text = "HashMap(_sf_ck:n005/state -> [10], n012 -> [0], _sf_ck:feedback/x -> [3])"
@@ -725,7 +729,7 @@ def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
 
 
 def test_a_round_with_more_jobs_than_one_says_which(spark):
-    from scopeflow.runtime import compat
+    from scopeflow.runtime import jobs as compat
 
     compat.set_job_group(spark, "scopeflow:test:explain", "two jobs")
     try:

@@ -38,7 +38,7 @@ def runtime_only_python(folder) -> str:
 
 def test_a_compiled_job_runs_without_lark_and_the_compiler(tmp_path):
     from scopeflow.api import compile_file
-    from scopeflow.runtime.compat import runtime_zip
+    from scopeflow.runtime.shipping import runtime_zip
 
     work = tmp_path / "work"
     shutil.copytree(os.path.join(EXAMPLES, "data"), work / "data")

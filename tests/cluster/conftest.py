@@ -31,7 +31,9 @@ EXECUTOR_PACKAGES = ("numpy", "numpy.libs", "pandas", "pyarrow", "dateutil", "py
 
 
 def _can_import(python: str, module: str) -> bool:
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+    # not from the checkout's root, where `import scopeflow` would find the ./scopeflow folder
+    folder = os.path.dirname(os.path.dirname(python))
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, cwd=folder).returncode == 0
 
 
 @pytest.fixture(scope="package")

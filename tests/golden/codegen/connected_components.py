@@ -15,38 +15,44 @@ FINGERPRINT = 'fd1468e616131f7c'
 PARAMS = {'edges_path': ('string', 'data/graph.csv')}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #e86edb2e',
-    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
-    'n003': 'union both [pipeline]: 2 inputs (src: long, dst: long) #d8ca29ca',
-    'n004': 'select [pipeline]: id=src, label=src (id: long, label: long) #5009d2b3',
-    'n005': 'distinct init [pipeline] (id: long, label: long) #9e3e7fde',
-    'n006': 'loop cc [pipeline]: scope cc () #5a436930',
-    'n007': 'var labels [cc]: entry n005 (id: long, label: long) #8ac74089',
-    'n008': 'import e [cc]: from n003 (src: long, dst: long) #4466417e',
-    'n009': 'reduce best [cc]: by id: label=min (id: long, label: long) #7c11ced0',
-    'n010': 'join [cc]: inner on id=src (id: long, label: long, src: long, dst: long) #1a0321fd',
-    'n011': 'select spread [cc]: id=dst, label (id: long, label: long) #089b210c',
-    'n012': 'loop_out components [pipeline]: emit state from cc (id: long, label: long) #71543c01',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e'),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
+    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca'),
+    'n004': sf.Operator('select', None, 'pipeline', 'id=src, label=src (id: long, label: long)', '5009d2b3'),
+    'n005': sf.Operator('distinct', 'init', 'pipeline', '(id: long, label: long)', '9e3e7fde'),
+    'n006': sf.Operator('loop', 'cc', 'pipeline', 'scope cc ()', '5a436930'),
+    'n007': sf.Operator('var', 'labels', 'cc', 'entry n005 (id: long, label: long)', '8ac74089'),
+    'n008': sf.Operator('import', 'e', 'cc', 'from n003 (src: long, dst: long)', '4466417e'),
+    'n009': sf.Operator('reduce', 'best', 'cc', 'by id: label=min (id: long, label: long)', '7c11ced0'),
+    'n010': sf.Operator('join', None, 'cc', 'inner on id=src (id: long, label: long, src: long, dst: long)', '1a0321fd'),
+    'n011': sf.Operator('select', 'spread', 'cc', 'id=dst, label (id: long, label: long)', '089b210c'),
+    'n012': sf.Operator('loop_out', 'components', 'pipeline', 'emit state from cc (id: long, label: long)', '71543c01'),
 }
-SOURCES = {'n001': {'param': 'edges_path'}}
+SOURCES = {'n001': sf.Param('edges_path')}
 
 
-# ---- loop cc ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `connected_components`."""
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=4).transform(run.share, 'n001')
+    n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
+    both = edges.unionByName(n002).transform(run.count, 'n003').transform(run.share, 'n003')
+    init = chain_c03(run, both)
+    components = run.loop(LOOP_CC, loop_cc, entries={'labels': init}, imports={'e': both})
+    run.sink('n012', components, 'csv', 'out/components', {'header': True})
 
-def chain_c04(ctx, labels):
-    """reduce best"""
-    best = ctx.reduce('n009', labels, ['id'], [('label', 'min', F.col('label'))])
-    return best
+
+def chain_c03(ctx, both):
+    """select -> distinct init"""
+    return (
+        both.select(F.col('src').alias('id'), F.col('src').alias('label')).transform(ctx.count, 'n004')
+        .transform(ctx.distinct, 'n005')
+    )
 
 
-def chain_c05(ctx, best, e):
-    """join -> select spread"""
-    n010 = ctx.count('n010', best.join(e, (F.col('id') == F.col('src')), 'inner'))
-    spread = ctx.count('n011', n010.select(F.col('dst').alias('id'), F.col('label')), same_as='n010')
-    return spread
-
+# ---- loop cc ----------------------------------------------------------------------------------------
 
 LOOP_CC = sf.LoopSpec(
     scope='cc',
@@ -55,8 +61,8 @@ LOOP_CC = sf.LoopSpec(
     var_nodes={'labels': 'n007'},
     imports={'e': ['src']},
     feedback={'labels': ['n011']},
-    emits=[sf.EmitSpec(None, 'state', 'n009')],
-    operators={'n007': (1, 'labels'), 'n009': (3, 'best'), 'n010': (3, 'join#n010'), 'n011': (2, 'spread')},
+    emits=[sf.Emit(None, 'state', 'n009')],
+    operators={'n007': (sf.HEAD, 'labels'), 'n009': (sf.OTHER, 'best'), 'n010': (sf.OTHER, 'join#n010'), 'n011': (sf.FEEDBACK, 'spread')},
     max_rounds=1000,
     on_max='fail',
     combine={'labels': 'n009'},
@@ -65,43 +71,17 @@ LOOP_CC = sf.LoopSpec(
 
 def loop_cc(rnd, labels, e):
     """One round of loop `cc`."""
-    best = chain_c04(rnd, labels)
+    best = labels.transform(rnd.reduce, 'n009', ['id'], [('label', 'min', F.col('label'))])
     spread = chain_c05(rnd, best, e)
     return {'n011': spread, 'n009': best}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, edges):
-    """select"""
-    n002 = ctx.count('n002', edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')))
-    return n002
-
-
-def chain_c02(ctx, edges, n002):
-    """union both"""
-    both = ctx.count('n003', edges.unionByName(n002))
-    return both
-
-
-def chain_c03(ctx, both):
-    """select -> distinct init"""
-    n004 = ctx.count('n004', both.select(F.col('src').alias('id'), F.col('src').alias('label')))
-    init = ctx.distinct('n005', n004)
-    return init
-
-
-def pipeline(job):
-    """The pipeline scope of `connected_components`."""
-    edges = job.read('n001', 'csv', job.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=4)
-    edges = job.share('n001', edges)
-    n002 = chain_c01(job, edges)
-    both = chain_c02(job, edges, n002)
-    both = job.share('n003', both)
-    init = chain_c03(job, both)
-    cc = job.loop(LOOP_CC, loop_cc, entries={'labels': init}, imports={'e': both})
-    components = cc[None]
-    job.sink('n012', components, 'csv', 'out/components', {'header': True})
+def chain_c05(ctx, best, e):
+    """join -> select spread"""
+    return (
+        best.join(e, (F.col('id') == F.col('src')), 'inner').transform(ctx.count, 'n010')
+        .select(F.col('dst').alias('id'), F.col('label')).transform(ctx.count, 'n011', same_as='n010')
+    )
 
 
 if __name__ == "__main__":

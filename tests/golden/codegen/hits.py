@@ -15,45 +15,43 @@ FINGERPRINT = 'a62c2a866caa38b4'
 PARAMS = {}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #95db2af2',
-    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #1e2bc211',
-    'n003': 'select [pipeline]: id, hub=1.0 (id: long, hub: double) #4ec9fafa',
-    'n004': 'select [pipeline]: id, auth=1.0 (id: long, auth: double) #32e745e8',
-    'n005': 'loop hits [pipeline]: scope hits () #aff24590',
-    'n006': 'var h [hits]: entry n003 (id: long, hub: double) #1a028840',
-    'n007': 'var a [hits]: entry n004 (id: long, auth: double) #f340c409',
-    'n008': 'import e [hits]: from n002 (src: long, dst: long) #ef674550',
-    'n009': 'join [hits]: inner on id=src (id: long, hub: double, src: long, dst: long) #259cf12c',
-    'n010': 'select [hits]: id=dst, x=hub (id: long, x: double) #1bed4537',
-    'n011': 'group a2 [hits]: by id: auth=sum(x) (id: long, auth: double) #0d70856d',
-    'n012': 'join [hits]: inner on id=dst (id: long, auth: double, src: long, dst: long) #8f58edf9',
-    'n013': 'select [hits]: id=src, x=auth (id: long, x: double) #997f4178',
-    'n014': 'group h2 [hits]: by id: hub=sum(x) (id: long, hub: double) #75711cc7',
-    'n015': 'loop_out scores.hubs [pipeline]: emit last hubs from hits (id: long, hub: double) #2d1b8ac2',
-    'n016': 'loop_out scores.auths [pipeline]: emit last auths from hits (id: long, auth: double) #0705bffd',
+    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2'),
+    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211'),
+    'n003': sf.Operator('select', None, 'pipeline', 'id, hub=1.0 (id: long, hub: double)', '4ec9fafa'),
+    'n004': sf.Operator('select', None, 'pipeline', 'id, auth=1.0 (id: long, auth: double)', '32e745e8'),
+    'n005': sf.Operator('loop', 'hits', 'pipeline', 'scope hits ()', 'aff24590'),
+    'n006': sf.Operator('var', 'h', 'hits', 'entry n003 (id: long, hub: double)', '1a028840'),
+    'n007': sf.Operator('var', 'a', 'hits', 'entry n004 (id: long, auth: double)', 'f340c409'),
+    'n008': sf.Operator('import', 'e', 'hits', 'from n002 (src: long, dst: long)', 'ef674550'),
+    'n009': sf.Operator('join', None, 'hits', 'inner on id=src (id: long, hub: double, src: long, dst: long)', '259cf12c'),
+    'n010': sf.Operator('select', None, 'hits', 'id=dst, x=hub (id: long, x: double)', '1bed4537'),
+    'n011': sf.Operator('group', 'a2', 'hits', 'by id: auth=sum(x) (id: long, auth: double)', '0d70856d'),
+    'n012': sf.Operator('join', None, 'hits', 'inner on id=dst (id: long, auth: double, src: long, dst: long)', '8f58edf9'),
+    'n013': sf.Operator('select', None, 'hits', 'id=src, x=auth (id: long, x: double)', '997f4178'),
+    'n014': sf.Operator('group', 'h2', 'hits', 'by id: hub=sum(x) (id: long, hub: double)', '75711cc7'),
+    'n015': sf.Operator('loop_out', 'scores.hubs', 'pipeline', 'emit last hubs from hits (id: long, hub: double)', '2d1b8ac2'),
+    'n016': sf.Operator('loop_out', 'scores.auths', 'pipeline', 'emit last auths from hits (id: long, auth: double)', '0705bffd'),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 
-# ---- coloop hits ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `hits`."""
+    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3).transform(run.share, 'n001')
+    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4)
+    n003 = vertices.select(F.col('id'), F.lit(1.0).alias('hub')).transform(run.count, 'n003')
+    n004 = vertices.select(F.col('id'), F.lit(1.0).alias('auth')).transform(run.count, 'n004')
+    hits = run.loop(LOOP_HITS, loop_hits, entries={'h': n003, 'a': n004}, imports={'e': edges})
+    scores_hubs = hits['hubs']
+    scores_auths = hits['auths']
+    run.sink('n015', scores_hubs, 'csv', 'out/hubs', {'header': True})
+    run.sink('n016', scores_auths, 'csv', 'out/auths', {'header': True})
 
-def chain_c03(ctx, h, e):
-    """join -> select -> group a2"""
-    n009 = ctx.count('n009', h.join(e, (F.col('id') == F.col('src')), 'inner'))
-    n010 = ctx.count('n010', n009.select(F.col('dst').alias('id'), F.col('hub').alias('x')), same_as='n009')
-    a2 = ctx.count('n011', n010.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('auth')))
-    return a2
 
-
-def chain_c04(ctx, a, e):
-    """join -> select -> group h2"""
-    n012 = ctx.count('n012', a.join(e, (F.col('id') == F.col('dst')), 'inner'))
-    n013 = ctx.count('n013', n012.select(F.col('src').alias('id'), F.col('auth').alias('x')), same_as='n012')
-    h2 = ctx.count('n014', n013.groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('hub')))
-    return h2
-
+# ---- coloop hits --------------------------------------------------------------------------------------
 
 LOOP_HITS = sf.LoopSpec(
     scope='hits',
@@ -62,8 +60,8 @@ LOOP_HITS = sf.LoopSpec(
     var_nodes={'h': 'n006', 'a': 'n007'},
     imports={'e': []},
     feedback={'a': ['n011'], 'h': ['n014']},
-    emits=[sf.EmitSpec('hubs', 'last', 'n014'), sf.EmitSpec('auths', 'last', 'n011')],
-    operators={'n006': (1, 'h'), 'n007': (1, 'a'), 'n009': (3, 'join#n009'), 'n010': (3, 'select#n010'), 'n011': (2, 'a2'), 'n012': (3, 'join#n012'), 'n013': (3, 'select#n013'), 'n014': (2, 'h2')},
+    emits=[sf.Emit('hubs', 'last', 'n014'), sf.Emit('auths', 'last', 'n011')],
+    operators={'n006': (sf.HEAD, 'h'), 'n007': (sf.HEAD, 'a'), 'n009': (sf.OTHER, 'join#n009'), 'n010': (sf.OTHER, 'select#n010'), 'n011': (sf.FEEDBACK, 'a2'), 'n012': (sf.OTHER, 'join#n012'), 'n013': (sf.OTHER, 'select#n013'), 'n014': (sf.FEEDBACK, 'h2')},
     max_rounds=10,
     on_max='fail',
     rounds=10,
@@ -72,39 +70,27 @@ LOOP_HITS = sf.LoopSpec(
 
 def loop_hits(rnd, h, a, e):
     """One round of coloop `hits`."""
-    a2 = chain_c03(rnd, h, e)
-    a2 = rnd.share('n011', a2)
-    h2 = chain_c04(rnd, a, e)
-    h2 = rnd.share('n014', h2)
+    a2 = chain_c03(rnd, h, e).transform(rnd.share, 'n011')
+    h2 = chain_c04(rnd, a, e).transform(rnd.share, 'n014')
     return {'n011': a2, 'n014': h2}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, vertices):
-    """select"""
-    n003 = ctx.count('n003', vertices.select(F.col('id'), F.lit(1.0).alias('hub')))
-    return n003
-
-
-def chain_c02(ctx, vertices):
-    """select"""
-    n004 = ctx.count('n004', vertices.select(F.col('id'), F.lit(1.0).alias('auth')))
-    return n004
+def chain_c03(ctx, h, e):
+    """join -> select -> group a2"""
+    return (
+        h.join(e, (F.col('id') == F.col('src')), 'inner').transform(ctx.count, 'n009')
+        .select(F.col('dst').alias('id'), F.col('hub').alias('x')).transform(ctx.count, 'n010', same_as='n009')
+        .groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('auth')).transform(ctx.count, 'n011')
+    )
 
 
-def pipeline(job):
-    """The pipeline scope of `hits`."""
-    vertices = job.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3)
-    vertices = job.share('n001', vertices)
-    edges = job.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4)
-    n003 = chain_c01(job, vertices)
-    n004 = chain_c02(job, vertices)
-    hits = job.loop(LOOP_HITS, loop_hits, entries={'h': n003, 'a': n004}, imports={'e': edges})
-    scores_hubs = hits['hubs']
-    scores_auths = hits['auths']
-    job.sink('n015', scores_hubs, 'csv', 'out/hubs', {'header': True})
-    job.sink('n016', scores_auths, 'csv', 'out/auths', {'header': True})
+def chain_c04(ctx, a, e):
+    """join -> select -> group h2"""
+    return (
+        a.join(e, (F.col('id') == F.col('dst')), 'inner').transform(ctx.count, 'n012')
+        .select(F.col('src').alias('id'), F.col('auth').alias('x')).transform(ctx.count, 'n013', same_as='n012')
+        .groupBy(F.col('id')).agg(F.sum(F.col('x')).alias('hub')).transform(ctx.count, 'n014')
+    )
 
 
 if __name__ == "__main__":

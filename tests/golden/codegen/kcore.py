@@ -15,105 +15,51 @@ FINGERPRINT = '5c99c3680e505add'
 PARAMS = {'edges_path': ('string', 'data/kcore.csv')}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long) #e86edb2e',
-    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
-    'n003': 'union both [pipeline]: 2 inputs (src: long, dst: long) #d8ca29ca',
-    'n004': 'derive [pipeline]: k=1 (src: long, dst: long, k: long) #51386f38',
-    'n005': 'loop kcore [pipeline]: scope kcore () #04cdc88f',
-    'n006': 'var g [kcore]: entry n004 (src: long, dst: long, k: long) #8d005f49',
-    'n007': 'loop peel [kcore]: scope kcore.peel () #69b39d77',
-    'n008': 'var h [kcore.peel]: entry n006 (src: long, dst: long, k: long) #f03d50d5',
-    'n009': 'group deg [kcore.peel]: by src: k=max, d=count (src: long, k: long, d: long) #d910595b',
-    'n010': 'where [kcore.peel]: d < k (src: long, k: long, d: long) #7c310a42',
-    'n011': 'select low [kcore.peel]: v=src (v: long) #ff758a60',
-    'n012': 'join [kcore.peel]: anti on src=v (src: long, dst: long, k: long) #9242f454',
-    'n013': 'join kept [kcore.peel]: anti on dst=v (src: long, dst: long, k: long) #be092d4d',
-    'n014': 'loop_out stable [kcore]: emit last from kcore.peel (src: long, dst: long, k: long) #8654e8bb',
-    'n015': 'group alive [kcore]: by s=src (s: long) #67ab5e43',
-    'n016': 'group [kcore]: by v=src: k=max (v: long, k: long) #a6348f0e',
-    'n017': 'join gone [kcore]: anti on v=s (v: long, k: long) #7c9fa85c',
-    'n018': 'select [kcore]: id=v, core=k - 1 (id: long, core: long) #9da42e4c',
-    'n019': 'derive [kcore]: k=k + 1 (src: long, dst: long, k: long) #bb6746f4',
-    'n020': 'loop_out cores [pipeline]: emit all from kcore (id: long, core: long) #4828fc7c',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e'),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
+    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca'),
+    'n004': sf.Operator('derive', None, 'pipeline', 'k=1 (src: long, dst: long, k: long)', '51386f38'),
+    'n005': sf.Operator('loop', 'kcore', 'pipeline', 'scope kcore ()', '04cdc88f'),
+    'n006': sf.Operator('var', 'g', 'kcore', 'entry n004 (src: long, dst: long, k: long)', '8d005f49'),
+    'n007': sf.Operator('loop', 'peel', 'kcore', 'scope kcore.peel ()', '69b39d77'),
+    'n008': sf.Operator('var', 'h', 'kcore.peel', 'entry n006 (src: long, dst: long, k: long)', 'f03d50d5'),
+    'n009': sf.Operator('group', 'deg', 'kcore.peel', 'by src: k=max, d=count (src: long, k: long, d: long)', 'd910595b'),
+    'n010': sf.Operator('where', None, 'kcore.peel', 'd < k (src: long, k: long, d: long)', '7c310a42'),
+    'n011': sf.Operator('select', 'low', 'kcore.peel', 'v=src (v: long)', 'ff758a60'),
+    'n012': sf.Operator('join', None, 'kcore.peel', 'anti on src=v (src: long, dst: long, k: long)', '9242f454'),
+    'n013': sf.Operator('join', 'kept', 'kcore.peel', 'anti on dst=v (src: long, dst: long, k: long)', 'be092d4d'),
+    'n014': sf.Operator('loop_out', 'stable', 'kcore', 'emit last from kcore.peel (src: long, dst: long, k: long)', '8654e8bb'),
+    'n015': sf.Operator('group', 'alive', 'kcore', 'by s=src (s: long)', '67ab5e43'),
+    'n016': sf.Operator('group', None, 'kcore', 'by v=src: k=max (v: long, k: long)', 'a6348f0e'),
+    'n017': sf.Operator('join', 'gone', 'kcore', 'anti on v=s (v: long, k: long)', '7c9fa85c'),
+    'n018': sf.Operator('select', None, 'kcore', 'id=v, core=k - 1 (id: long, core: long)', '9da42e4c'),
+    'n019': sf.Operator('derive', None, 'kcore', 'k=k + 1 (src: long, dst: long, k: long)', 'bb6746f4'),
+    'n020': sf.Operator('loop_out', 'cores', 'pipeline', 'emit all from kcore (id: long, core: long)', '4828fc7c'),
 }
-SOURCES = {'n001': {'param': 'edges_path'}}
+SOURCES = {'n001': sf.Param('edges_path')}
 
 
-# ---- loop kcore.peel ----------------------------------------
-
-def chain_c03(ctx, h):
-    """group deg -> where -> select low"""
-    deg = ctx.count('n009', h.groupBy(F.col('src')).agg(F.max(F.col('k')).alias('k'), F.count(F.lit(1)).alias('d')))
-    n010 = ctx.count('n010', deg.where((F.col('d') < F.col('k'))))
-    low = ctx.count('n011', n010.select(F.col('src').alias('v')), same_as='n010')
-    return low
-
-
-def chain_c04(ctx, h, low):
-    """join"""
-    n012 = ctx.count('n012', h.join(low, (F.col('src') == F.col('v')), 'left_anti'))
-    return n012
+def pipeline(run):
+    """The pipeline scope of `kcore`."""
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=5).transform(run.share, 'n001')
+    n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
+    n004 = chain_c02(run, edges, n002)
+    cores = run.loop(LOOP_KCORE, loop_kcore, entries={'g': n004}, imports={})
+    run.sink('n020', cores, 'csv', 'out/cores', {'header': True})
 
 
-def chain_c05(ctx, n012, low):
-    """join kept"""
-    kept = ctx.count('n013', n012.join(low, (F.col('dst') == F.col('v')), 'left_anti'))
-    return kept
+def chain_c02(ctx, edges, n002):
+    """union both -> derive"""
+    return (
+        edges.unionByName(n002).transform(ctx.count, 'n003')
+        .withColumns({'k': F.lit(1).cast('long')}).transform(ctx.count, 'n004', same_as='n003')
+    )
 
 
-LOOP_KCORE_PEEL = sf.LoopSpec(
-    scope='kcore.peel',
-    kind='loop',
-    vars={'h': 'src bigint, dst bigint, k bigint'},
-    var_nodes={'h': 'n008'},
-    imports={},
-    feedback={'h': ['n013']},
-    emits=[sf.EmitSpec(None, 'last', 'n013')],
-    operators={'n008': (1, 'h'), 'n009': (3, 'deg'), 'n010': (3, 'where#n010'), 'n011': (3, 'low'), 'n012': (3, 'join#n012'), 'n013': (2, 'kept')},
-    max_rounds=1000,
-    on_max='fail',
-    until='n011',
-)
-
-
-def loop_kcore_peel(rnd, h):
-    """One round of loop `peel`."""
-    low = chain_c03(rnd, h)
-    low = rnd.share('n011', low)
-    n012 = chain_c04(rnd, h, low)
-    kept = chain_c05(rnd, n012, low)
-    kept = rnd.share('n013', kept)
-    return {'n013': kept, 'n011': low}
-
-
-# ---- loop kcore ----------------------------------------
-
-def chain_c06(ctx, stable):
-    """group alive"""
-    alive = ctx.count('n015', stable.select(F.col('src').alias('s')).distinct())
-    return alive
-
-
-def chain_c07(ctx, g):
-    """group"""
-    n016 = ctx.count('n016', g.groupBy(F.col('src').alias('v')).agg(F.max(F.col('k')).alias('k')))
-    return n016
-
-
-def chain_c08(ctx, n016, alive):
-    """join gone -> select"""
-    gone = ctx.count('n017', n016.join(alive, (F.col('v') == F.col('s')), 'left_anti'))
-    n018 = ctx.count('n018', gone.select(F.col('v').alias('id'), (F.col('k') - F.lit(1)).alias('core')), same_as='n017')
-    return n018
-
-
-def chain_c09(ctx, stable):
-    """derive"""
-    n019 = ctx.count('n019', stable.withColumns({'k': (F.col('k') + F.lit(1))}))
-    return n019
-
+# ---- loop kcore -------------------------------------------------------------------------------------
 
 LOOP_KCORE = sf.LoopSpec(
     scope='kcore',
@@ -122,8 +68,8 @@ LOOP_KCORE = sf.LoopSpec(
     var_nodes={'g': 'n006'},
     imports={},
     feedback={'g': ['n019']},
-    emits=[sf.EmitSpec(None, 'all', 'n018')],
-    operators={'n006': (1, 'g'), 'n015': (3, 'alive'), 'n016': (3, 'group#n016'), 'n017': (3, 'gone'), 'n018': (3, 'select#n018'), 'n019': (2, 'derive#n019')},
+    emits=[sf.Emit(None, 'all', 'n018')],
+    operators={'n006': (sf.HEAD, 'g'), 'n015': (sf.OTHER, 'alive'), 'n016': (sf.OTHER, 'group#n016'), 'n017': (sf.OTHER, 'gone'), 'n018': (sf.OTHER, 'select#n018'), 'n019': (sf.FEEDBACK, 'derive#n019')},
     max_rounds=1000,
     on_max='fail',
 )
@@ -131,39 +77,54 @@ LOOP_KCORE = sf.LoopSpec(
 
 def loop_kcore(rnd, g):
     """One round of loop `kcore`."""
-    peel = rnd.loop(LOOP_KCORE_PEEL, loop_kcore_peel, entries={'h': g}, imports={})
-    stable = peel[None]
-    alive = chain_c06(rnd, stable)
-    n016 = chain_c07(rnd, g)
+    stable = rnd.loop(LOOP_KCORE_PEEL, loop_kcore_peel, entries={'h': g}, imports={})
+    alive = stable.select(F.col('src').alias('s')).distinct().transform(rnd.count, 'n015')
+    n016 = g.groupBy(F.col('src').alias('v')).agg(F.max(F.col('k')).alias('k')).transform(rnd.count, 'n016')
     n018 = chain_c08(rnd, n016, alive)
-    n019 = chain_c09(rnd, stable)
+    n019 = stable.withColumns({'k': (F.col('k') + F.lit(1))}).transform(rnd.count, 'n019')
     return {'n019': n019, 'n018': n018}
 
 
-# ---- pipeline ----------------------------------------
+# ---- loop kcore.peel --------------------------------------------------------------------------------
 
-def chain_c01(ctx, edges):
-    """select"""
-    n002 = ctx.count('n002', edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')))
-    return n002
+LOOP_KCORE_PEEL = sf.LoopSpec(
+    scope='kcore.peel',
+    kind='loop',
+    vars={'h': 'src bigint, dst bigint, k bigint'},
+    var_nodes={'h': 'n008'},
+    imports={},
+    feedback={'h': ['n013']},
+    emits=[sf.Emit(None, 'last', 'n013')],
+    operators={'n008': (sf.HEAD, 'h'), 'n009': (sf.OTHER, 'deg'), 'n010': (sf.OTHER, 'where#n010'), 'n011': (sf.OTHER, 'low'), 'n012': (sf.OTHER, 'join#n012'), 'n013': (sf.FEEDBACK, 'kept')},
+    max_rounds=1000,
+    on_max='fail',
+    until='n011',
+)
 
 
-def chain_c02(ctx, edges, n002):
-    """union both -> derive"""
-    both = ctx.count('n003', edges.unionByName(n002))
-    n004 = ctx.count('n004', both.withColumns({'k': F.lit(1).cast('long')}), same_as='n003')
-    return n004
+def loop_kcore_peel(rnd, h):
+    """One round of loop `peel`."""
+    low = chain_c03(rnd, h).transform(rnd.share, 'n011')
+    n012 = h.join(low, (F.col('src') == F.col('v')), 'left_anti').transform(rnd.count, 'n012')
+    kept = n012.join(low, (F.col('dst') == F.col('v')), 'left_anti').transform(rnd.count, 'n013').transform(rnd.share, 'n013')
+    return {'n013': kept, 'n011': low}
 
 
-def pipeline(job):
-    """The pipeline scope of `kcore`."""
-    edges = job.read('n001', 'csv', job.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=5)
-    edges = job.share('n001', edges)
-    n002 = chain_c01(job, edges)
-    n004 = chain_c02(job, edges, n002)
-    kcore = job.loop(LOOP_KCORE, loop_kcore, entries={'g': n004}, imports={})
-    cores = kcore[None]
-    job.sink('n020', cores, 'csv', 'out/cores', {'header': True})
+def chain_c03(ctx, h):
+    """group deg -> where -> select low"""
+    return (
+        h.groupBy(F.col('src')).agg(F.max(F.col('k')).alias('k'), F.count(F.lit(1)).alias('d')).transform(ctx.count, 'n009')
+        .where((F.col('d') < F.col('k'))).transform(ctx.count, 'n010')
+        .select(F.col('src').alias('v')).transform(ctx.count, 'n011', same_as='n010')
+    )
+
+
+def chain_c08(ctx, n016, alive):
+    """join gone -> select"""
+    return (
+        n016.join(alive, (F.col('v') == F.col('s')), 'left_anti').transform(ctx.count, 'n017')
+        .select(F.col('v').alias('id'), (F.col('k') - F.lit(1)).alias('core')).transform(ctx.count, 'n018', same_as='n017')
+    )
 
 
 if __name__ == "__main__":

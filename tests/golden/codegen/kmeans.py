@@ -15,54 +15,37 @@ FINGERPRINT = '0be993542a3a607e'
 PARAMS = {'iterations': ('long', 10)}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #da76afb5',
-    'n002': 'source centroids [pipeline]: csv data/centroids.csv (cid: long, x: double, y: double) #3c6f6885',
-    'n003': 'select pts [pipeline]: id, px=x, py=y (id: long, px: double, py: double) #2a2c83c2',
-    'n004': 'loop km [pipeline]: scope km () #ab1b0d6b',
-    'n005': 'var c [km]: entry n002 (cid: long, x: double, y: double) #2c290fbb',
-    'n006': 'import p [km]: from n003 (id: long, px: double, py: double) #53906777',
-    'n007': 'join [km]: inner on true (id: long, px: double, py: double, cid: long, x: double, y: double) #e49f5232',
-    'n008': 'select dist [km]: id, cid, d=(px - x) * (px - x) + (py - y) * (py - y) (id: long, cid: long, d: double) #cdcddbef',
-    'n009': 'group nearest [km]: by id: m=min(d) (id: long, m: double) #cda30990',
-    'n010': 'join [km]: inner on id=id and d=m (id: long, cid: long, d: double, m: double) #d5d103eb',
-    'n011': 'group assign [km]: by id: cid=min (id: long, cid: long) #ba92d34a',
-    'n012': 'join [km]: inner on id=id (id: long, cid: long, px: double, py: double) #b59fb1cc',
-    'n013': 'group moved [km]: by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double) #0aacd241',
-    'n014': 'loop_out centers [pipeline]: emit last from km (cid: long, x: double, y: double) #fe60c755',
+    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5'),
+    'n002': sf.Operator('source', 'centroids', 'pipeline', 'csv data/centroids.csv (cid: long, x: double, y: double)', '3c6f6885'),
+    'n003': sf.Operator('select', 'pts', 'pipeline', 'id, px=x, py=y (id: long, px: double, py: double)', '2a2c83c2'),
+    'n004': sf.Operator('loop', 'km', 'pipeline', 'scope km ()', 'ab1b0d6b'),
+    'n005': sf.Operator('var', 'c', 'km', 'entry n002 (cid: long, x: double, y: double)', '2c290fbb'),
+    'n006': sf.Operator('import', 'p', 'km', 'from n003 (id: long, px: double, py: double)', '53906777'),
+    'n007': sf.Operator('join', None, 'km', 'inner on true (id: long, px: double, py: double, cid: long, x: double, y: double)', 'e49f5232'),
+    'n008': sf.Operator('select', 'dist', 'km', 'id, cid, d=(px - x) * (px - x) + (py - y) * (py - y) (id: long, cid: long, d: double)', 'cdcddbef'),
+    'n009': sf.Operator('group', 'nearest', 'km', 'by id: m=min(d) (id: long, m: double)', 'cda30990'),
+    'n010': sf.Operator('join', None, 'km', 'inner on id=id and d=m (id: long, cid: long, d: double, m: double)', 'd5d103eb'),
+    'n011': sf.Operator('group', 'assign', 'km', 'by id: cid=min (id: long, cid: long)', 'ba92d34a'),
+    'n012': sf.Operator('join', None, 'km', 'inner on id=id (id: long, cid: long, px: double, py: double)', 'b59fb1cc'),
+    'n013': sf.Operator('group', 'moved', 'km', 'by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double)', '0aacd241'),
+    'n014': sf.Operator('loop_out', 'centers', 'pipeline', 'emit last from km (cid: long, x: double, y: double)', 'fe60c755'),
 }
 SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
 
 
-# ---- loop km ----------------------------------------
-
-def chain_c02(ctx, p, c):
-    """join -> select dist"""
-    n007 = ctx.count('n007', p.join(c, F.lit(True), 'inner'))
-    dist = ctx.count('n008', n007.select(F.col('id'), F.col('cid'), (((F.col('px') - F.col('x')) * (F.col('px') - F.col('x'))) + ((F.col('py') - F.col('y')) * (F.col('py') - F.col('y')))).alias('d')), same_as='n007')
-    return dist
-
-
-def chain_c03(ctx, dist):
-    """group nearest"""
-    nearest = ctx.count('n009', dist.groupBy(F.col('id')).agg(F.min(F.col('d')).alias('m')))
-    return nearest
+def pipeline(run):
+    """The pipeline scope of `kmeans`."""
+    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
+    centroids = run.read('n002', 'csv', 'data/centroids.csv', 'cid bigint, x double, y double', {'header': True}, line=6)
+    pts = points.select(F.col('id'), F.col('x').alias('px'), F.col('y').alias('py')).transform(run.count, 'n003')
+    centers = run.loop(LOOP_KM, loop_km, entries={'c': centroids}, imports={'p': pts})
+    run.sink('n014', centers, 'csv', 'out/centers', {'header': True})
 
 
-def chain_c04(ctx, dist, nearest):
-    """join -> group assign"""
-    n010 = ctx.count('n010', dist.alias('dist').join(nearest.alias('nearest'), ((F.col('dist.id') == F.col('nearest.id')) & (F.col('dist.d') == F.col('nearest.m'))), 'inner').select(F.col('dist.id'), F.col('dist.cid'), F.col('dist.d'), F.col('nearest.m')))
-    assign = ctx.count('n011', n010.groupBy(F.col('id')).agg(F.min(F.col('cid')).alias('cid')))
-    return assign
-
-
-def chain_c05(ctx, assign, p):
-    """join -> group moved"""
-    n012 = ctx.count('n012', assign.alias('assign').join(p.alias('p'), (F.col('assign.id') == F.col('p.id')), 'inner').select(F.col('assign.id'), F.col('assign.cid'), F.col('p.px'), F.col('p.py')))
-    moved = ctx.count('n013', n012.groupBy(F.col('cid')).agg(F.avg(F.col('px')).alias('x'), F.avg(F.col('py')).alias('y')))
-    return moved
-
+# ---- loop km ----------------------------------------------------------------------------------------
 
 LOOP_KM = sf.LoopSpec(
     scope='km',
@@ -71,41 +54,45 @@ LOOP_KM = sf.LoopSpec(
     var_nodes={'c': 'n005'},
     imports={'p': []},
     feedback={'c': ['n013']},
-    emits=[sf.EmitSpec(None, 'last', 'n013')],
-    operators={'n005': (1, 'c'), 'n007': (3, 'join#n007'), 'n008': (3, 'dist'), 'n009': (3, 'nearest'), 'n010': (3, 'join#n010'), 'n011': (3, 'assign'), 'n012': (3, 'join#n012'), 'n013': (2, 'moved')},
-    max_rounds={'param': 'iterations'},
+    emits=[sf.Emit(None, 'last', 'n013')],
+    operators={'n005': (sf.HEAD, 'c'), 'n007': (sf.OTHER, 'join#n007'), 'n008': (sf.OTHER, 'dist'), 'n009': (sf.OTHER, 'nearest'), 'n010': (sf.OTHER, 'join#n010'), 'n011': (sf.OTHER, 'assign'), 'n012': (sf.OTHER, 'join#n012'), 'n013': (sf.FEEDBACK, 'moved')},
+    max_rounds=sf.Param('iterations'),
     on_max='fail',
-    rounds={'param': 'iterations'},
+    rounds=sf.Param('iterations'),
 )
 
 
 def loop_km(rnd, c, p):
     """One round of loop `km`."""
-    dist = chain_c02(rnd, p, c)
-    dist = rnd.share('n008', dist)
-    nearest = chain_c03(rnd, dist)
+    dist = chain_c02(rnd, p, c).transform(rnd.share, 'n008')
+    nearest = dist.groupBy(F.col('id')).agg(F.min(F.col('d')).alias('m')).transform(rnd.count, 'n009')
     assign = chain_c04(rnd, dist, nearest)
-    moved = chain_c05(rnd, assign, p)
-    moved = rnd.share('n013', moved)
+    moved = chain_c05(rnd, assign, p).transform(rnd.share, 'n013')
     return {'n013': moved}
 
 
-# ---- pipeline ----------------------------------------
+def chain_c02(ctx, p, c):
+    """join -> select dist"""
+    return (
+        p.join(c, F.lit(True), 'inner').transform(ctx.count, 'n007')
+        .select(F.col('id'), F.col('cid'), (((F.col('px') - F.col('x')) * (F.col('px') - F.col('x'))) + ((F.col('py') - F.col('y')) * (F.col('py') - F.col('y')))).alias('d')).transform(ctx.count, 'n008', same_as='n007')
+    )
 
-def chain_c01(ctx, points):
-    """select pts"""
-    pts = ctx.count('n003', points.select(F.col('id'), F.col('x').alias('px'), F.col('y').alias('py')))
-    return pts
+
+def chain_c04(ctx, dist, nearest):
+    """join -> group assign"""
+    return (
+        dist.alias('dist').join(nearest.alias('nearest'), ((F.col('dist.id') == F.col('nearest.id')) & (F.col('dist.d') == F.col('nearest.m'))), 'inner').select(F.col('dist.id'), F.col('dist.cid'), F.col('dist.d'), F.col('nearest.m')).transform(ctx.count, 'n010')
+        .groupBy(F.col('id')).agg(F.min(F.col('cid')).alias('cid')).transform(ctx.count, 'n011')
+    )
 
 
-def pipeline(job):
-    """The pipeline scope of `kmeans`."""
-    points = job.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
-    centroids = job.read('n002', 'csv', 'data/centroids.csv', 'cid bigint, x double, y double', {'header': True}, line=6)
-    pts = chain_c01(job, points)
-    km = job.loop(LOOP_KM, loop_km, entries={'c': centroids}, imports={'p': pts})
-    centers = km[None]
-    job.sink('n014', centers, 'csv', 'out/centers', {'header': True})
+def chain_c05(ctx, assign, p):
+    """join -> group moved"""
+    return (
+        assign.alias('assign').join(p.alias('p'), (F.col('assign.id') == F.col('p.id')), 'inner').select(F.col('assign.id'), F.col('assign.cid'), F.col('p.px'), F.col('p.py')).transform(ctx.count, 'n012')
+        .groupBy(F.col('cid')).agg(F.avg(F.col('px')).alias('x'), F.avg(F.col('py')).alias('y')).transform(ctx.count, 'n013')
+    )
 
 
 if __name__ == "__main__":

@@ -15,36 +15,47 @@ FINGERPRINT = 'a601256bd50af4ac'
 PARAMS = {}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source vertices [pipeline]: csv data/vertices.csv (id: long) #95db2af2',
-    'n002': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #1e2bc211',
-    'n003': 'group degrees [pipeline]: by src: out_degree=count (src: long, out_degree: long) #e68879d9',
-    'n004': 'join [pipeline]: inner on src=src (src: long, dst: long, out_degree: long) #5cfcd854',
-    'n005': 'select out_edges [pipeline]: src, dst, out_degree (src: long, dst: long, out_degree: long) #c05de156',
-    'n006': 'select [pipeline]: id, rank=1.0 (id: long, rank: double) #94722038',
-    'n007': 'loop pr [pipeline]: scope pr () #af499bc2',
-    'n008': 'var r [pr]: entry n006 (id: long, rank: double) #b0ea0c41',
-    'n009': 'import e [pr]: from n005 (src: long, dst: long, out_degree: long) #16b81845',
-    'n010': 'join [pr]: inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long) #6082ea9d',
-    'n011': 'select contrib [pr]: id=dst, c=rank / out_degree (id: long, c: double) #bb4a1c4f',
-    'n012': 'group [pr]: by id: s=sum(c) (id: long, s: double) #cb6cbf2e',
-    'n013': 'select next [pr]: id, rank=0.15 + 0.85 * s (id: long, rank: double) #5bac8153',
-    'n014': 'loop_out ranks [pipeline]: emit last from pr (id: long, rank: double) #fd442119',
+    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2'),
+    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211'),
+    'n003': sf.Operator('group', 'degrees', 'pipeline', 'by src: out_degree=count (src: long, out_degree: long)', 'e68879d9'),
+    'n004': sf.Operator('join', None, 'pipeline', 'inner on src=src (src: long, dst: long, out_degree: long)', '5cfcd854'),
+    'n005': sf.Operator('select', 'out_edges', 'pipeline', 'src, dst, out_degree (src: long, dst: long, out_degree: long)', 'c05de156'),
+    'n006': sf.Operator('select', None, 'pipeline', 'id, rank=1.0 (id: long, rank: double)', '94722038'),
+    'n007': sf.Operator('loop', 'pr', 'pipeline', 'scope pr ()', 'af499bc2'),
+    'n008': sf.Operator('var', 'r', 'pr', 'entry n006 (id: long, rank: double)', 'b0ea0c41'),
+    'n009': sf.Operator('import', 'e', 'pr', 'from n005 (src: long, dst: long, out_degree: long)', '16b81845'),
+    'n010': sf.Operator('join', None, 'pr', 'inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long)', '6082ea9d'),
+    'n011': sf.Operator('select', 'contrib', 'pr', 'id=dst, c=rank / out_degree (id: long, c: double)', 'bb4a1c4f'),
+    'n012': sf.Operator('group', None, 'pr', 'by id: s=sum(c) (id: long, s: double)', 'cb6cbf2e'),
+    'n013': sf.Operator('select', 'next', 'pr', 'id, rank=0.15 + 0.85 * s (id: long, rank: double)', '5bac8153'),
+    'n014': sf.Operator('loop_out', 'ranks', 'pipeline', 'emit last from pr (id: long, rank: double)', 'fd442119'),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 
-# ---- loop pr ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `pagerank`."""
+    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3)
+    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4).transform(run.share, 'n002')
+    degrees = edges.groupBy(F.col('src')).agg(F.count(F.lit(1)).alias('out_degree')).transform(run.count, 'n003')
+    out_edges = chain_c02(run, edges, degrees)
+    n006 = vertices.select(F.col('id'), F.lit(1.0).alias('rank')).transform(run.count, 'n006')
+    ranks = run.loop(LOOP_PR, loop_pr, entries={'r': n006}, imports={'e': out_edges})
+    run.sink('n014', ranks, 'csv', 'out/ranks', {'header': True})
 
-def chain_c04(ctx, r, e):
-    """join -> select contrib -> group -> select next"""
-    n010 = ctx.count('n010', r.join(e, (F.col('id') == F.col('src')), 'inner'))
-    contrib = ctx.count('n011', n010.select(F.col('dst').alias('id'), (F.col('rank') / F.col('out_degree')).alias('c')), same_as='n010')
-    n012 = ctx.count('n012', contrib.groupBy(F.col('id')).agg(F.sum(F.col('c')).alias('s')))
-    next = ctx.count('n013', n012.select(F.col('id'), (F.lit(0.15) + (F.lit(0.85) * F.col('s'))).alias('rank')), same_as='n012')
-    return next
 
+def chain_c02(ctx, edges, degrees):
+    """join -> select out_edges"""
+    return (
+        edges.alias('edges').join(degrees.alias('degrees'), (F.col('edges.src') == F.col('degrees.src')), 'inner').select(F.col('edges.src'), F.col('edges.dst'), F.col('degrees.out_degree')).transform(ctx.count, 'n004')
+        .select(F.col('src'), F.col('dst'), F.col('out_degree')).transform(ctx.count, 'n005', same_as='n004')
+    )
+
+
+# ---- loop pr ----------------------------------------------------------------------------------------
 
 LOOP_PR = sf.LoopSpec(
     scope='pr',
@@ -53,8 +64,8 @@ LOOP_PR = sf.LoopSpec(
     var_nodes={'r': 'n008'},
     imports={'e': ['src']},
     feedback={'r': ['n013']},
-    emits=[sf.EmitSpec(None, 'last', 'n013')],
-    operators={'n008': (1, 'r'), 'n010': (3, 'join#n010'), 'n011': (3, 'contrib'), 'n012': (3, 'group#n012'), 'n013': (2, 'next')},
+    emits=[sf.Emit(None, 'last', 'n013')],
+    operators={'n008': (sf.HEAD, 'r'), 'n010': (sf.OTHER, 'join#n010'), 'n011': (sf.OTHER, 'contrib'), 'n012': (sf.OTHER, 'group#n012'), 'n013': (sf.FEEDBACK, 'next')},
     max_rounds=20,
     on_max='fail',
     rounds=20,
@@ -63,43 +74,18 @@ LOOP_PR = sf.LoopSpec(
 
 def loop_pr(rnd, r, e):
     """One round of loop `pr`."""
-    next = chain_c04(rnd, r, e)
-    next = rnd.share('n013', next)
+    next = chain_c04(rnd, r, e).transform(rnd.share, 'n013')
     return {'n013': next}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, edges):
-    """group degrees"""
-    degrees = ctx.count('n003', edges.groupBy(F.col('src')).agg(F.count(F.lit(1)).alias('out_degree')))
-    return degrees
-
-
-def chain_c02(ctx, edges, degrees):
-    """join -> select out_edges"""
-    n004 = ctx.count('n004', edges.alias('edges').join(degrees.alias('degrees'), (F.col('edges.src') == F.col('degrees.src')), 'inner').select(F.col('edges.src'), F.col('edges.dst'), F.col('degrees.out_degree')))
-    out_edges = ctx.count('n005', n004.select(F.col('src'), F.col('dst'), F.col('out_degree')), same_as='n004')
-    return out_edges
-
-
-def chain_c03(ctx, vertices):
-    """select"""
-    n006 = ctx.count('n006', vertices.select(F.col('id'), F.lit(1.0).alias('rank')))
-    return n006
-
-
-def pipeline(job):
-    """The pipeline scope of `pagerank`."""
-    vertices = job.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3)
-    edges = job.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4)
-    edges = job.share('n002', edges)
-    degrees = chain_c01(job, edges)
-    out_edges = chain_c02(job, edges, degrees)
-    n006 = chain_c03(job, vertices)
-    pr = job.loop(LOOP_PR, loop_pr, entries={'r': n006}, imports={'e': out_edges})
-    ranks = pr[None]
-    job.sink('n014', ranks, 'csv', 'out/ranks', {'header': True})
+def chain_c04(ctx, r, e):
+    """join -> select contrib -> group -> select next"""
+    return (
+        r.join(e, (F.col('id') == F.col('src')), 'inner').transform(ctx.count, 'n010')
+        .select(F.col('dst').alias('id'), (F.col('rank') / F.col('out_degree')).alias('c')).transform(ctx.count, 'n011', same_as='n010')
+        .groupBy(F.col('id')).agg(F.sum(F.col('c')).alias('s')).transform(ctx.count, 'n012')
+        .select(F.col('id'), (F.lit(0.15) + (F.lit(0.85) * F.col('s'))).alias('rank')).transform(ctx.count, 'n013', same_as='n012')
+    )
 
 
 if __name__ == "__main__":

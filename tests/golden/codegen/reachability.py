@@ -15,33 +15,34 @@ FINGERPRINT = 'ead228fc3134253a'
 PARAMS = {}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #53af5a18',
-    'n002': 'source seeds [pipeline]: csv data/seeds.csv (v: long) #68c40fce',
-    'n003': 'select [pipeline]: v (v: long) #6718a15e',
-    'n004': 'loop reach [pipeline]: scope reach () #b97e2918',
-    'n005': 'var r [reach]: entry n003 (v: long) #fa4346a7',
-    'n006': 'import e [reach]: from n001 (src: long, dst: long) #4d5eeef0',
-    'n007': 'join [reach]: inner on v=src (v: long, src: long, dst: long) #326c152c',
-    'n008': 'select [reach]: v=dst (v: long) #92973977',
-    'n009': 'union [reach]: 2 inputs (v: long) #5500f6d9',
-    'n010': 'distinct next [reach] (v: long) #5789abf0',
-    'n011': 'loop_out reached [pipeline]: emit all from reach (v: long) #e996d029',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18'),
+    'n002': sf.Operator('source', 'seeds', 'pipeline', 'csv data/seeds.csv (v: long)', '68c40fce'),
+    'n003': sf.Operator('select', None, 'pipeline', 'v (v: long)', '6718a15e'),
+    'n004': sf.Operator('loop', 'reach', 'pipeline', 'scope reach ()', 'b97e2918'),
+    'n005': sf.Operator('var', 'r', 'reach', 'entry n003 (v: long)', 'fa4346a7'),
+    'n006': sf.Operator('import', 'e', 'reach', 'from n001 (src: long, dst: long)', '4d5eeef0'),
+    'n007': sf.Operator('join', None, 'reach', 'inner on v=src (v: long, src: long, dst: long)', '326c152c'),
+    'n008': sf.Operator('select', None, 'reach', 'v=dst (v: long)', '92973977'),
+    'n009': sf.Operator('union', None, 'reach', '2 inputs (v: long)', '5500f6d9'),
+    'n010': sf.Operator('distinct', 'next', 'reach', '(v: long)', '5789abf0'),
+    'n011': sf.Operator('loop_out', 'reached', 'pipeline', 'emit all from reach (v: long)', 'e996d029'),
 }
 SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
 
 
-# ---- loop reach ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `reachability`."""
+    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3)
+    seeds = run.read('n002', 'csv', 'data/seeds.csv', 'v bigint', {'header': True}, line=4)
+    n003 = seeds.select(F.col('v')).transform(run.count, 'n003')
+    reached = run.loop(LOOP_REACH, loop_reach, entries={'r': n003}, imports={'e': edges})
+    run.sink('n011', reached, 'csv', 'out/reached', {'header': True})
 
-def chain_c02(ctx, r, e):
-    """join -> select -> union -> distinct next"""
-    n007 = ctx.count('n007', r.join(e, (F.col('v') == F.col('src')), 'inner'))
-    n008 = ctx.count('n008', n007.select(F.col('dst').alias('v')), same_as='n007')
-    n009 = ctx.count('n009', n008.unionByName(r))
-    next = ctx.distinct('n010', n009)
-    return next
 
+# ---- loop reach -------------------------------------------------------------------------------------
 
 LOOP_REACH = sf.LoopSpec(
     scope='reach',
@@ -50,8 +51,8 @@ LOOP_REACH = sf.LoopSpec(
     var_nodes={'r': 'n005'},
     imports={'e': ['src']},
     feedback={'r': ['n010']},
-    emits=[sf.EmitSpec(None, 'all', 'n010')],
-    operators={'n005': (1, 'r'), 'n007': (3, 'join#n007'), 'n008': (3, 'select#n008'), 'n009': (3, 'union#n009'), 'n010': (2, 'next')},
+    emits=[sf.Emit(None, 'all', 'n010')],
+    operators={'n005': (sf.HEAD, 'r'), 'n007': (sf.OTHER, 'join#n007'), 'n008': (sf.OTHER, 'select#n008'), 'n009': (sf.OTHER, 'union#n009'), 'n010': (sf.FEEDBACK, 'next')},
     max_rounds=1000,
     on_max='fail',
 )
@@ -63,22 +64,14 @@ def loop_reach(rnd, r, e):
     return {'n010': next}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, seeds):
-    """select"""
-    n003 = ctx.count('n003', seeds.select(F.col('v')))
-    return n003
-
-
-def pipeline(job):
-    """The pipeline scope of `reachability`."""
-    edges = job.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3)
-    seeds = job.read('n002', 'csv', 'data/seeds.csv', 'v bigint', {'header': True}, line=4)
-    n003 = chain_c01(job, seeds)
-    reach = job.loop(LOOP_REACH, loop_reach, entries={'r': n003}, imports={'e': edges})
-    reached = reach[None]
-    job.sink('n011', reached, 'csv', 'out/reached', {'header': True})
+def chain_c02(ctx, r, e):
+    """join -> select -> union -> distinct next"""
+    return (
+        r.join(e, (F.col('v') == F.col('src')), 'inner').transform(ctx.count, 'n007')
+        .select(F.col('dst').alias('v')).transform(ctx.count, 'n008', same_as='n007')
+        .unionByName(r).transform(ctx.count, 'n009')
+        .transform(ctx.distinct, 'n010')
+    )
 
 
 if __name__ == "__main__":

@@ -15,37 +15,42 @@ FINGERPRINT = '5766ea2c65d6215b'
 PARAMS = {'edges_path': ('string', 'data/wgraph.csv'), 'source_id': ('long', 1)}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv $edges_path (src: long, dst: long, w: double) #dc987b11',
-    'n002': 'where [pipeline]: src == source_id (src: long, dst: long, w: double) #6b256907',
-    'n003': 'group [pipeline]: by id=src (id: long) #9c423e80',
-    'n004': 'select start [pipeline]: id, dist=0.0 (id: long, dist: double) #ea1a2c6e',
-    'n005': 'loop sssp [pipeline]: scope sssp () #8ad79941',
-    'n006': 'var d [sssp]: entry n004 (id: long, dist: double) #fc164ec5',
-    'n007': 'import e [sssp]: from n001 (src: long, dst: long, w: double) #3a44d5f3',
-    'n008': 'reduce best [sssp]: by id: dist=min (id: long, dist: double) #7a0db214',
-    'n009': 'join [sssp]: inner on id=src (id: long, dist: double, src: long, dst: long, w: double) #99f01bb9',
-    'n010': 'select relax [sssp]: id=dst, dist=dist + w (id: long, dist: double) #719d84a6',
-    'n011': 'loop_out dists [pipeline]: emit state from sssp (id: long, dist: double) #351da6b8',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long, w: double)', 'dc987b11'),
+    'n002': sf.Operator('where', None, 'pipeline', 'src == source_id (src: long, dst: long, w: double)', '6b256907'),
+    'n003': sf.Operator('group', None, 'pipeline', 'by id=src (id: long)', '9c423e80'),
+    'n004': sf.Operator('select', 'start', 'pipeline', 'id, dist=0.0 (id: long, dist: double)', 'ea1a2c6e'),
+    'n005': sf.Operator('loop', 'sssp', 'pipeline', 'scope sssp ()', '8ad79941'),
+    'n006': sf.Operator('var', 'd', 'sssp', 'entry n004 (id: long, dist: double)', 'fc164ec5'),
+    'n007': sf.Operator('import', 'e', 'sssp', 'from n001 (src: long, dst: long, w: double)', '3a44d5f3'),
+    'n008': sf.Operator('reduce', 'best', 'sssp', 'by id: dist=min (id: long, dist: double)', '7a0db214'),
+    'n009': sf.Operator('join', None, 'sssp', 'inner on id=src (id: long, dist: double, src: long, dst: long, w: double)', '99f01bb9'),
+    'n010': sf.Operator('select', 'relax', 'sssp', 'id=dst, dist=dist + w (id: long, dist: double)', '719d84a6'),
+    'n011': sf.Operator('loop_out', 'dists', 'pipeline', 'emit state from sssp (id: long, dist: double)', '351da6b8'),
 }
-SOURCES = {'n001': {'param': 'edges_path'}}
+SOURCES = {'n001': sf.Param('edges_path')}
 
 
-# ---- loop sssp ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `sssp`."""
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint, w double', {'header': True}, line=6).transform(run.share, 'n001')
+    start = chain_c01(run, edges)
+    dists = run.loop(LOOP_SSSP, loop_sssp, entries={'d': start}, imports={'e': edges})
+    run.sink('n011', dists, 'csv', 'out/distances', {'header': True})
 
-def chain_c02(ctx, d):
-    """reduce best"""
-    best = ctx.reduce('n008', d, ['id'], [('dist', 'min', F.col('dist'))])
-    return best
+
+def chain_c01(ctx, edges):
+    """where -> group -> select start"""
+    return (
+        edges.where((F.col('src') == F.lit(ctx.param('source_id')))).transform(ctx.count, 'n002')
+        .select(F.col('src').alias('id')).distinct().transform(ctx.count, 'n003')
+        .select(F.col('id'), F.lit(0.0).alias('dist')).transform(ctx.count, 'n004', same_as='n003')
+    )
 
 
-def chain_c03(ctx, best, e):
-    """join -> select relax"""
-    n009 = ctx.count('n009', best.join(e, (F.col('id') == F.col('src')), 'inner'))
-    relax = ctx.count('n010', n009.select(F.col('dst').alias('id'), (F.col('dist') + F.col('w')).alias('dist')), same_as='n009')
-    return relax
-
+# ---- loop sssp --------------------------------------------------------------------------------------
 
 LOOP_SSSP = sf.LoopSpec(
     scope='sssp',
@@ -54,8 +59,8 @@ LOOP_SSSP = sf.LoopSpec(
     var_nodes={'d': 'n006'},
     imports={'e': ['src']},
     feedback={'d': ['n010']},
-    emits=[sf.EmitSpec(None, 'state', 'n008')],
-    operators={'n006': (1, 'd'), 'n008': (3, 'best'), 'n009': (3, 'join#n009'), 'n010': (2, 'relax')},
+    emits=[sf.Emit(None, 'state', 'n008')],
+    operators={'n006': (sf.HEAD, 'd'), 'n008': (sf.OTHER, 'best'), 'n009': (sf.OTHER, 'join#n009'), 'n010': (sf.FEEDBACK, 'relax')},
     max_rounds=1000,
     on_max='fail',
     combine={'d': 'n008'},
@@ -64,29 +69,17 @@ LOOP_SSSP = sf.LoopSpec(
 
 def loop_sssp(rnd, d, e):
     """One round of loop `sssp`."""
-    best = chain_c02(rnd, d)
+    best = d.transform(rnd.reduce, 'n008', ['id'], [('dist', 'min', F.col('dist'))])
     relax = chain_c03(rnd, best, e)
     return {'n010': relax, 'n008': best}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, edges):
-    """where -> group -> select start"""
-    n002 = ctx.count('n002', edges.where((F.col('src') == F.lit(ctx.param('source_id')))))
-    n003 = ctx.count('n003', n002.select(F.col('src').alias('id')).distinct())
-    start = ctx.count('n004', n003.select(F.col('id'), F.lit(0.0).alias('dist')), same_as='n003')
-    return start
-
-
-def pipeline(job):
-    """The pipeline scope of `sssp`."""
-    edges = job.read('n001', 'csv', job.param('edges_path'), 'src bigint, dst bigint, w double', {'header': True}, line=6)
-    edges = job.share('n001', edges)
-    start = chain_c01(job, edges)
-    sssp = job.loop(LOOP_SSSP, loop_sssp, entries={'d': start}, imports={'e': edges})
-    dists = sssp[None]
-    job.sink('n011', dists, 'csv', 'out/distances', {'header': True})
+def chain_c03(ctx, best, e):
+    """join -> select relax"""
+    return (
+        best.join(e, (F.col('id') == F.col('src')), 'inner').transform(ctx.count, 'n009')
+        .select(F.col('dst').alias('id'), (F.col('dist') + F.col('w')).alias('dist')).transform(ctx.count, 'n010', same_as='n009')
+    )
 
 
 if __name__ == "__main__":

@@ -15,35 +15,31 @@ FINGERPRINT = '4aa7660ad0a401c4'
 PARAMS = {}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/edges.csv (src: long, dst: long) #53af5a18',
-    'n002': 'select hops [pipeline]: mid=src, to=dst (mid: long, to: long) #951ebe1d',
-    'n003': 'loop tc [pipeline]: scope tc () #cda13c48',
-    'n004': 'var p [tc]: entry n001 (src: long, dst: long) #f8d6795b',
-    'n005': 'import e [tc]: from n002 (mid: long, to: long) #a9aa2c47',
-    'n006': 'distinct fresh [tc] (src: long, dst: long) #15d55a49',
-    'n007': 'join [tc]: inner on dst=mid (src: long, dst: long, mid: long, to: long) #1fa0179f',
-    'n008': 'select extended [tc]: src, dst=to (src: long, dst: long) #638e8938',
-    'n009': 'loop_out closure [pipeline]: emit all from tc (src: long, dst: long) #1319efa8',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18'),
+    'n002': sf.Operator('select', 'hops', 'pipeline', 'mid=src, to=dst (mid: long, to: long)', '951ebe1d'),
+    'n003': sf.Operator('loop', 'tc', 'pipeline', 'scope tc ()', 'cda13c48'),
+    'n004': sf.Operator('var', 'p', 'tc', 'entry n001 (src: long, dst: long)', 'f8d6795b'),
+    'n005': sf.Operator('import', 'e', 'tc', 'from n002 (mid: long, to: long)', 'a9aa2c47'),
+    'n006': sf.Operator('distinct', 'fresh', 'tc', '(src: long, dst: long)', '15d55a49'),
+    'n007': sf.Operator('join', None, 'tc', 'inner on dst=mid (src: long, dst: long, mid: long, to: long)', '1fa0179f'),
+    'n008': sf.Operator('select', 'extended', 'tc', 'src, dst=to (src: long, dst: long)', '638e8938'),
+    'n009': sf.Operator('loop_out', 'closure', 'pipeline', 'emit all from tc (src: long, dst: long)', '1319efa8'),
 }
 SOURCES = {'n001': 'data/edges.csv'}
 
 
-# ---- loop tc ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `transitive_closure`."""
+    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3).transform(run.share, 'n001')
+    hops = edges.select(F.col('src').alias('mid'), F.col('dst').alias('to')).transform(run.count, 'n002')
+    closure = run.loop(LOOP_TC, loop_tc, entries={'p': edges}, imports={'e': hops})
+    run.sink('n009', closure, 'csv', 'out/closure', {'header': True})
 
-def chain_c02(ctx, p):
-    """distinct fresh"""
-    fresh = ctx.distinct('n006', p)
-    return fresh
 
-
-def chain_c03(ctx, fresh, e):
-    """join -> select extended"""
-    n007 = ctx.count('n007', fresh.join(e, (F.col('dst') == F.col('mid')), 'inner'))
-    extended = ctx.count('n008', n007.select(F.col('src'), F.col('to').alias('dst')), same_as='n007')
-    return extended
-
+# ---- loop tc ----------------------------------------------------------------------------------------
 
 LOOP_TC = sf.LoopSpec(
     scope='tc',
@@ -52,8 +48,8 @@ LOOP_TC = sf.LoopSpec(
     var_nodes={'p': 'n004'},
     imports={'e': ['mid']},
     feedback={'p': ['n008']},
-    emits=[sf.EmitSpec(None, 'all', 'n006')],
-    operators={'n004': (1, 'p'), 'n006': (3, 'fresh'), 'n007': (3, 'join#n007'), 'n008': (2, 'extended')},
+    emits=[sf.Emit(None, 'all', 'n006')],
+    operators={'n004': (sf.HEAD, 'p'), 'n006': (sf.OTHER, 'fresh'), 'n007': (sf.OTHER, 'join#n007'), 'n008': (sf.FEEDBACK, 'extended')},
     max_rounds=1000,
     on_max='fail',
     combine={'p': 'n006'},
@@ -62,27 +58,17 @@ LOOP_TC = sf.LoopSpec(
 
 def loop_tc(rnd, p, e):
     """One round of loop `tc`."""
-    fresh = chain_c02(rnd, p)
+    fresh = p.transform(rnd.distinct, 'n006')
     extended = chain_c03(rnd, fresh, e)
     return {'n008': extended, 'n006': fresh}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, edges):
-    """select hops"""
-    hops = ctx.count('n002', edges.select(F.col('src').alias('mid'), F.col('dst').alias('to')))
-    return hops
-
-
-def pipeline(job):
-    """The pipeline scope of `transitive_closure`."""
-    edges = job.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3)
-    edges = job.share('n001', edges)
-    hops = chain_c01(job, edges)
-    tc = job.loop(LOOP_TC, loop_tc, entries={'p': edges}, imports={'e': hops})
-    closure = tc[None]
-    job.sink('n009', closure, 'csv', 'out/closure', {'header': True})
+def chain_c03(ctx, fresh, e):
+    """join -> select extended"""
+    return (
+        fresh.join(e, (F.col('dst') == F.col('mid')), 'inner').transform(ctx.count, 'n007')
+        .select(F.col('src'), F.col('to').alias('dst')).transform(ctx.count, 'n008', same_as='n007')
+    )
 
 
 if __name__ == "__main__":

@@ -18,51 +18,45 @@ UDFS = {
     'u': sf.python_module('u', '<examples>/udfs.py'),
 }
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source points [pipeline]: csv data/points.csv (id: long, x: double, y: double) #da76afb5',
-    'n002': 'derive [pipeline]: score=u.score(x, y) (id: long, x: double, y: double, score: double) #1a643cab',
-    'n003': 'derive scored [pipeline]: grade=u.grade(score) (id: long, x: double, y: double, score: double, grade: string) #9e5bfcc9',
-    'n004': 'where kept [pipeline]: u.keep(grade) and score > 1.0 (id: long, x: double, y: double, score: double, grade: string) #d162613b',
-    'n005': 'apply corners [pipeline]: u.corners (id: long, grade: string, corner: string, manhattan: double) #7b2c8a58',
-    'n006': 'select [pipeline]: id, score, grade (id: long, score: double, grade: string) #9de0d1e8',
-    'n007': 'sort [pipeline]: by id (id: long, score: double, grade: string) #76e68280',
+    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5'),
+    'n002': sf.Operator('derive', None, 'pipeline', 'score=u.score(x, y) (id: long, x: double, y: double, score: double)', '1a643cab'),
+    'n003': sf.Operator('derive', 'scored', 'pipeline', 'grade=u.grade(score) (id: long, x: double, y: double, score: double, grade: string)', '9e5bfcc9'),
+    'n004': sf.Operator('where', 'kept', 'pipeline', 'u.keep(grade) and score > 1.0 (id: long, x: double, y: double, score: double, grade: string)', 'd162613b'),
+    'n005': sf.Operator('apply', 'corners', 'pipeline', 'u.corners (id: long, grade: string, corner: string, manhattan: double)', '7b2c8a58'),
+    'n006': sf.Operator('select', None, 'pipeline', 'id, score, grade (id: long, score: double, grade: string)', '9de0d1e8'),
+    'n007': sf.Operator('sort', None, 'pipeline', 'by id (id: long, score: double, grade: string)', '76e68280'),
 }
 SOURCES = {'n001': 'data/points.csv'}
 
 
-# ---- pipeline ----------------------------------------
+def pipeline(run):
+    """The pipeline scope of `udf_scores`."""
+    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
+    kept = chain_c01(run, points).transform(run.share, 'n004')
+    corners = kept.transform(sf.apply_table_function, UDFS['u'].corners, 'id bigint, grade string, corner string, manhattan double', flow_line=9).transform(run.count, 'n005')
+    n007 = chain_c03(run, kept)
+    run.sink('n007', n007, 'csv', 'out/scores', {'header': True})
+    run.sink('n005', corners, 'csv', 'out/corners', {'header': True})
+
 
 def chain_c01(ctx, points):
     """derive -> derive scored -> where kept"""
-    n002 = ctx.count('n002', points.withColumns({'score': sf.scalar_udf(UDFS['u'].score, 'double', ['double', 'double'], flow_line=7)(F.col('x'), F.col('y'))}))
-    scored = ctx.count('n003', n002.withColumns({'grade': sf.scalar_udf(UDFS['u'].grade, 'string', ['double'], flow_line=7)(F.col('score'))}), same_as='n002')
-    kept = ctx.count('n004', scored.where((sf.scalar_udf(UDFS['u'].keep, 'boolean', ['string'], flow_line=8)(F.col('grade')) & (F.col('score') > F.lit(1.0)))))
-    return kept
-
-
-def chain_c02(ctx, kept):
-    """apply corners"""
-    corners = ctx.count('n005', sf.apply_table_function(kept, UDFS['u'].corners, 'id bigint, grade string, corner string, manhattan double', flow_line=9))
-    return corners
+    return (
+        points.withColumns({'score': sf.scalar_udf(UDFS['u'].score, 'double', ['double', 'double'], flow_line=7)(F.col('x'), F.col('y'))}).transform(ctx.count, 'n002')
+        .withColumns({'grade': sf.scalar_udf(UDFS['u'].grade, 'string', ['double'], flow_line=7)(F.col('score'))}).transform(ctx.count, 'n003', same_as='n002')
+        .where((sf.scalar_udf(UDFS['u'].keep, 'boolean', ['string'], flow_line=8)(F.col('grade')) & (F.col('score') > F.lit(1.0)))).transform(ctx.count, 'n004')
+    )
 
 
 def chain_c03(ctx, kept):
     """select -> sort"""
-    n006 = ctx.count('n006', kept.select(F.col('id'), F.col('score'), F.col('grade')))
-    n007 = ctx.count('n007', n006.orderBy(F.col('id').asc()))
-    return n007
-
-
-def pipeline(job):
-    """The pipeline scope of `udf_scores`."""
-    points = job.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
-    kept = chain_c01(job, points)
-    kept = job.share('n004', kept)
-    corners = chain_c02(job, kept)
-    n007 = chain_c03(job, kept)
-    job.sink('n007', n007, 'csv', 'out/scores', {'header': True})
-    job.sink('n005', corners, 'csv', 'out/corners', {'header': True})
+    return (
+        kept.select(F.col('id'), F.col('score'), F.col('grade')).transform(ctx.count, 'n006')
+        .orderBy(F.col('id').asc()).transform(ctx.count, 'n007')
+    )
 
 
 if __name__ == "__main__":

@@ -15,48 +15,42 @@ FINGERPRINT = 'ce6fe109be98fbbc'
 PARAMS = {}
 CONFIG = {}
 
-# What a snapshot is checked against: one signature per operator, and the inputs.
+# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
+# determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': 'source edges [pipeline]: csv data/graph.csv (src: long, dst: long) #d06a10ee',
-    'n002': 'select [pipeline]: src=dst, dst=src (src: long, dst: long) #d8880040',
-    'n003': 'union [pipeline]: 2 inputs (src: long, dst: long) #56008216',
-    'n004': 'distinct both [pipeline] (src: long, dst: long) #127275b3',
-    'n005': 'group degrees [pipeline]: by id=src: degree=count (id: long, degree: long) #917c2981',
-    'n006': 'sort [pipeline]: by degree desc, id (id: long, degree: long) #08435063',
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/graph.csv (src: long, dst: long)', 'd06a10ee'),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
+    'n003': sf.Operator('union', None, 'pipeline', '2 inputs (src: long, dst: long)', '56008216'),
+    'n004': sf.Operator('distinct', 'both', 'pipeline', '(src: long, dst: long)', '127275b3'),
+    'n005': sf.Operator('group', 'degrees', 'pipeline', 'by id=src: degree=count (id: long, degree: long)', '917c2981'),
+    'n006': sf.Operator('sort', None, 'pipeline', 'by degree desc, id (id: long, degree: long)', '08435063'),
 }
 SOURCES = {'n001': 'data/graph.csv'}
 
 
-# ---- pipeline ----------------------------------------
-
-def chain_c01(ctx, edges):
-    """select"""
-    n002 = ctx.count('n002', edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')))
-    return n002
+def pipeline(run):
+    """The pipeline scope of `undirected_degrees`."""
+    edges = run.read('n001', 'csv', 'data/graph.csv', 'src bigint, dst bigint', {'header': True}, line=3).transform(run.share, 'n001')
+    n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
+    both = chain_c02(run, edges, n002)
+    n006 = chain_c03(run, both)
+    run.sink('n006', n006, 'csv', 'out/degrees', {'header': True})
 
 
 def chain_c02(ctx, edges, n002):
     """union -> distinct both"""
-    n003 = ctx.count('n003', edges.unionByName(n002))
-    both = ctx.distinct('n004', n003)
-    return both
+    return (
+        edges.unionByName(n002).transform(ctx.count, 'n003')
+        .transform(ctx.distinct, 'n004')
+    )
 
 
 def chain_c03(ctx, both):
     """group degrees -> sort"""
-    degrees = ctx.count('n005', both.groupBy(F.col('src').alias('id')).agg(F.count(F.lit(1)).alias('degree')))
-    n006 = ctx.count('n006', degrees.orderBy(F.col('degree').desc(), F.col('id').asc()))
-    return n006
-
-
-def pipeline(job):
-    """The pipeline scope of `undirected_degrees`."""
-    edges = job.read('n001', 'csv', 'data/graph.csv', 'src bigint, dst bigint', {'header': True}, line=3)
-    edges = job.share('n001', edges)
-    n002 = chain_c01(job, edges)
-    both = chain_c02(job, edges, n002)
-    n006 = chain_c03(job, both)
-    job.sink('n006', n006, 'csv', 'out/degrees', {'header': True})
+    return (
+        both.groupBy(F.col('src').alias('id')).agg(F.count(F.lit(1)).alias('degree')).transform(ctx.count, 'n005')
+        .orderBy(F.col('degree').desc(), F.col('id').asc()).transform(ctx.count, 'n006')
+    )
 
 
 if __name__ == "__main__":

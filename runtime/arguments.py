@@ -1,0 +1,93 @@
+"""The arguments of `scopeflow run` and of a generated script (one list for both), and reading them:
+params, Spark settings, snapshot options. Light: the CLI imports it before deciding whether to start Spark."""
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import Optional
+
+from attrs import define
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `scopeflow run` and of a generated script: one list for both."""
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
+    p.add_argument("--master", help="Spark master URL (default local[*])")
+    p.add_argument("--remote", help="Spark Connect URL, sc://HOST:PORT")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--trace", action="store_true", help="print every termination attempt")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own log output")
+    p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
+    p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
+    p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")
+    p.add_argument("--snapshot-mode", choices=("persist", "recompute"), default=None,
+                   help="persist loop state (default) or only positions (recompute on recovery)")
+    p.add_argument("--async-snapshots", action="store_true", help="write snapshots while the next round runs")
+    p.add_argument("--keep-snapshots", type=int, default=3, metavar="K", help="snapshots to keep (default 3)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest complete snapshot")
+    p.add_argument("--no-snapshots", action="store_true", help="take no snapshots")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _convert(name: str, kind: str, raw: str):
+    try:
+        if kind in ("long", "int"):
+            return int(raw)
+        if kind == "double":
+            return float(raw)
+        if kind == "boolean":
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(raw)
+            return raw.lower() == "true"
+        return raw
+    except ValueError:
+        raise UsageError(f"--param {name}={raw}: `{name}` is a {kind}") from None
+
+
+def parse_params(declared: dict, overrides: list[str]) -> dict:
+    values = {name: default for name, (_, default) in declared.items()}
+    for item in overrides:
+        if "=" not in item:
+            raise UsageError(f"--param {item}: expected NAME=VALUE")
+        name, raw = item.split("=", 1)
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else (f"; params: {', '.join(declared)}" if declared
+                                                                   else "; the pipeline declares no params")
+            raise UsageError(f"--param {name}: no such param{hint}")
+        values[name] = _convert(name, declared[name][0], raw)
+    return values
+
+
+def parse_conf(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--conf {item}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+@define
+class SnapshotOptions:
+    checkpoint: Optional[str] = None
+    every: Optional[int] = None
+    mode: Optional[str] = None  # persist | recompute
+    async_writes: bool = False
+    keep: int = 3
+    resume: bool = False
+    disabled: bool = False
+
+    def wanted(self, module) -> bool:
+        if self.disabled:
+            return False
+        from scopeflow.runtime.spec import LoopSpec
+
+        declared = any(v.snapshot_every or v.snapshot_recompute for v in vars(module).values()
+                       if isinstance(v, LoopSpec))
+        return bool(self.checkpoint or self.every or self.mode or self.async_writes or self.resume or declared)

@@ -1,0 +1,153 @@
+"""Round checkpoints: how a run cuts lineage every round, by the kind of session (`mode`).
+
+- **local**: `localCheckpoint` (blocks on the local executor), statistics detached;
+- **replicated** (a cluster's default): `localCheckpoint` stored on two executors, so a
+  lost executor loses no loop state;
+- **reliable** (`spark.scopeflow.checkpoint=reliable`): `checkpoint` files in the checkpoint
+  directory (a filesystem every node shares); survives any executor loss, and costs a Spark
+  job of its own per checkpointed frame;
+- **connect**: the server's `localCheckpoint`, and every `CONNECT_RESET_EVERY` rounds a
+  Parquet copy instead (`_connect_reset`).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import uuid
+from typing import Optional
+
+from pyspark.sql import DataFrame
+
+from scopeflow.runtime.deployment import is_connect, is_local
+from scopeflow.runtime.errors import RuntimeFailure
+
+CHECKPOINT_MODE = "spark.scopeflow.checkpoint"  # auto | local | replicated | reliable
+CHECKPOINT_DIR = "spark.scopeflow.checkpointDir"
+CONNECT_RESET = "spark.scopeflow.connect.statsResetEvery"
+CONNECT_RESET_EVERY = 8
+CONNECT_SCRATCH = "spark.scopeflow.connect.scratchDir"
+
+
+def checkpoint_mode(spark) -> str:
+    if is_connect(spark):
+        return "connect"
+    mode = spark.sparkContext._conf.get(CHECKPOINT_MODE, "auto")  # not getConf(): it copies every entry over py4j
+    if mode == "auto":
+        return "local" if is_local(spark) else "replicated"
+    if mode not in ("local", "replicated", "reliable"):
+        raise RuntimeFailure(f"{CHECKPOINT_MODE}={mode}: expected auto, local, replicated or reliable")
+    return mode
+
+
+class Checkpoints:
+    """The round checkpoints of one run."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.mode = checkpoint_mode(spark)
+        self._detach = None  # JVM handles for `detach_statistics`, looked up once
+        self._scratch: Optional[str] = None  # Connect: where `_connect_reset` writes
+
+    @property
+    def counted_in_plans(self) -> bool:
+        """Do checkpoints count their records inside their own plans? Not over Connect (no JVM) and not for
+        reliable checkpoints (Spark's second write job recomputes them, and their counters)."""
+        return self.mode not in ("connect", "reliable")
+
+    def make(self, df: DataFrame, round_no: Optional[int] = None) -> DataFrame:
+        """The lazy checkpoint of a round's frame (materialised by the round's one Spark job)."""
+        if self.mode == "connect":
+            every = int(self.spark.conf.get(CONNECT_RESET, str(CONNECT_RESET_EVERY)))
+            if round_no is not None and every > 0 and round_no % every == every - 1:
+                return self._connect_reset(df)
+            return df.localCheckpoint(eager=False)
+        if self.mode == "replicated":
+            from pyspark import StorageLevel
+
+            return self.detach_statistics(df.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_2))
+        if self.mode == "reliable":
+            self._reliable_dir()
+            return self.detach_statistics(df.checkpoint(eager=False))
+        return self.detach_statistics(df.localCheckpoint(eager=False))
+
+    def release(self, frames: list) -> None:
+        """Drop the stored blocks of round checkpoints nothing refers to any more. Over Connect the server
+        releases a checkpoint when the client lets go of its frame; a frame that is no checkpoint (an empty
+        variable built on the driver) holds no blocks."""
+        if self.mode == "connect":
+            return
+        for df in frames:
+            if is_checkpoint(df):
+                checkpoint_rdd(df).unpersist(False)
+
+    def detach_statistics(self, ck: DataFrame) -> DataFrame:
+        """The checkpoint without the statistics and constraints inherited from the plan it came from.
+
+        Spark estimates a join's size as the product of its inputs' sizes and a
+        checkpoint keeps its origin plan's estimate, so state that is joined and
+        re-checkpointed every round would carry an estimate whose digits double
+        each round (a `BigInt` that exhausts the heap after a few hundred rounds).
+        A checkpoint is a fresh leaf: it starts from Spark's default estimate.
+        """
+        plan = ck._jdf.queryExecution().logical()
+        if plan.getClass().getSimpleName() != "LogicalRDD":
+            return ck
+        if self._detach is None:
+            jvm = self.spark._jvm
+            self._detach = (getattr(getattr(jvm.scala, "None$"), "MODULE$"),
+                            getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"))
+        none, dataset = self._detach
+        session = self.spark._jsparkSession
+        fresh = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(),
+                          plan.isStreaming(), plan.stream(), session, none, none, plan.isCheckpointedInput())
+        return DataFrame(dataset.ofRows(session, fresh), self.spark)
+
+    def _reliable_dir(self) -> None:
+        sc = self.spark.sparkContext
+        if sc._jsc.sc().getCheckpointDir().isDefined():
+            return
+        base = sc.getConf().get(CHECKPOINT_DIR, None) or os.path.abspath(os.path.join(".scopeflow", "rdd-checkpoints"))
+        sc.setCheckpointDir(base)  # Spark adds a per-application subfolder
+
+    def _connect_reset(self, df: DataFrame) -> DataFrame:
+        """Over Spark Connect: write the frame to Parquet and read it back (an eager Spark job).
+
+        A checkpoint keeps the size estimate of the plan it came from, and Spark
+        estimates a join as the product of its inputs, so state joined and
+        re-checkpointed every round carries an estimate whose digits double each
+        round: after ~20 rounds planning one round takes minutes (BigInteger
+        products), then the heap. Classic sessions detach the estimate through py4j
+        (`detach_statistics`); Connect has no such access, but a Parquet scan is
+        estimated from its file sizes. The scratch folder must be writable by the
+        server; it is removed when this process exits if the client can see it (the
+        same machine), otherwise it stays on the server.
+        """
+        if self._scratch is None:
+            root = self.spark.conf.get(CONNECT_SCRATCH, None) or os.path.join(tempfile.gettempdir(), "scopeflow-connect")
+            self._scratch = os.path.join(root, f"run-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            atexit.register(shutil.rmtree, self._scratch, True)
+        path = os.path.join(self._scratch, uuid.uuid4().hex[:12])
+        df.write.mode("overwrite").parquet(path)
+        return self.spark.read.parquet(path)
+
+
+def is_checkpoint(df: DataFrame) -> bool:
+    """A classic checkpoint frame: its logical plan is the checkpointed RDD itself."""
+    return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+
+
+def checkpoint_rdd(ck: DataFrame):
+    """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under."""
+    return ck._jdf.queryExecution().logical().rdd()
+
+
+def unknown_partitioning(df: DataFrame) -> bool:
+    """A classic checkpoint, or frame, whose rows Spark knows no placement of (no hash or range
+    partitioning). For a frame that is not a checkpoint this plans it (once per loop activation)."""
+    qe = df._jdf.queryExecution()
+    plan = qe.logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        plan = qe.executedPlan()
+    return plan.outputPartitioning().getClass().getSimpleName() == "UnknownPartitioning"

@@ -1,0 +1,328 @@
+"""One run of a pipeline (`RunContext`): the session and the run's settings, what the generated
+`pipeline(run)` calls (sources, pipeline-level operators, loops, sinks), and what the loops, the
+snapshots and the report share. Loops run in `loop.py`, their rounds in `round.py`.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Callable, Optional
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from scopeflow.runtime import jobs
+from scopeflow.runtime import sinks as sink_io
+from scopeflow.runtime.checkpoints import Checkpoints
+from scopeflow.runtime.counters import Counters
+from scopeflow.runtime.deployment import is_connect, is_stopped
+from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.loop import Activation, run_activation
+from scopeflow.runtime.progress import Progress
+from scopeflow.runtime.report import RunReport
+from scopeflow.runtime.shipping import prepare
+from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns
+from scopeflow.stdlib.functions import AGGREGATES
+
+# Inside loops: one Spark job per round needs no adaptive re-planning (it submits
+# each shuffle stage as its own job) and no broadcast exchange (a job of its own).
+#
+# The record counters (`observe`) must add up every task that fed them. From Spark 4.3 an
+# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A round
+# checkpoint read by two shuffle stages has some of its partitions computed by each stage (when the
+# round has more tasks than task slots); its counter then misses the other stage's partitions, and
+# the round had to count again, in a second Spark job. So loops sum all tasks, as Spark did before
+# 4.3 (older Sparks ignore the setting). Within a round every partition is computed once: a stream
+# read twice is a checkpoint. A stage re-run (a lost executor) counts some records twice: the
+# checkpoints' counters are checked against the round's own count (`Round.materialise` counts again
+# when they disagree); the other counters (the report's, the records fed back) can only read high,
+# which never ends a loop early.
+OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
+LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
+             OBSERVE_ALL_ATTEMPTS: "true"}
+COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
+COMBINE_ABOVE_DEFAULT = 100_000
+MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
+
+
+def set_conf(spark, settings: dict) -> dict:
+    """Set session settings; return what they were (None: not set), for `restore_conf`."""
+    saved = {}
+    for k, v in settings.items():
+        saved[k] = spark.conf.get(k, None)
+        spark.conf.set(k, v)
+    return saved
+
+
+def restore_conf(spark, saved: dict) -> None:
+    """Put session settings back as they were (None: it was not set). A stopped session (the run's own,
+    stopped by a failure) has nothing to put back."""
+    if is_stopped(spark):
+        return
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
+class RunContext:
+    def __init__(self, spark, module, params: dict, progress: Optional[Progress] = None, trace: bool = False,
+                 detailed: bool = False, diagnostics: bool = False):
+        self.spark = spark
+        self.pipeline = module.PIPELINE
+        self.flow_file = module.FLOW_FILE
+        self.base_dir = os.path.dirname(os.path.abspath(self.flow_file))
+        self.fingerprint = module.FINGERPRINT
+        self.operators = dict(module.OPERATORS)  # operator id -> spec.Operator
+        self.params = params  # name -> value (already typed)
+        self.progress = progress or Progress(enabled=False)
+        self.trace = trace
+        self.detailed = detailed  # `--report`: also per-operator Spark time and pipeline-level record counts
+        self.diagnostics = diagnostics  # record the size of every round's plans (tests)
+        self.run_id = uuid.uuid4().hex[:8]
+        self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        self.max_emit_pieces = MAX_EMIT_PIECES
+        self.jvm_metrics = not is_connect(spark)
+        self.checkpoints = Checkpoints(spark)
+        self.counters = Counters(spark)
+        self.report = RunReport(self.pipeline, self.fingerprint, self.operators)
+        self.attempt_ids = itertools.count(1)
+        self.activations: dict[str, int] = {}  # loop scope -> activations so far
+        self.stack: list[Activation] = []  # the loop activations running, outermost first
+        self.snapshots = None  # snapshots.SnapshotStore, when snapshots are on
+        self.recovery = None  # snapshots.Recovery, when resuming
+        self._combine_above: Optional[int] = None
+        self._handles: dict = {}
+        self._notes: set = set()
+        prepare(spark)  # user functions by value; the runtime zip to cluster and Connect workers
+
+    # ---- settings and small shared things ------------------------------------------------------------
+
+    def param(self, name: str):
+        return self.params[name]
+
+    def resolve(self, value) -> int:
+        """A number of rounds: a constant, or a `param`'s value."""
+        return int(self.params[value.name]) if isinstance(value, Param) else int(value)
+
+    def path(self, p: str) -> str:
+        """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
+        if "://" in p or os.path.isabs(p):
+            return p
+        return os.path.join(self.base_dir, p)
+
+    def combine_above(self) -> int:
+        """How many records a round must feed back (at least) for the next round to combine a reduce's feedback."""
+        if self._combine_above is None:
+            text = self.spark.conf.get(COMBINE_ABOVE, None)
+            try:
+                self._combine_above = COMBINE_ABOVE_DEFAULT if text is None else int(text)
+            except ValueError:
+                raise RuntimeFailure(f"{COMBINE_ABOVE}={text}: expected a number of records",
+                                     hint="e.g. --conf spark.scopeflow.combineAbove=0 (always combine)") from None
+        return self._combine_above
+
+    def aggregate(self, fn: str, column: Optional[Column]) -> Column:
+        return AGGREGATES[fn].spark_column(F, column)
+
+    def handle(self, key, build: Callable):
+        """`build()` once per run: JVM handles and constant Columns a round would otherwise rebuild every round."""
+        if key not in self._handles:
+            self._handles[key] = build()
+        return self._handles[key]
+
+    def note(self, key: str, message: str) -> None:
+        """A limitation that does not stop the run, said once per run on stderr."""
+        if key not in self._notes:
+            self._notes.add(key)
+            print(f"note: {message}", file=sys.stderr)
+
+    # ---- sources ----------------------------------------------------------------------------------------
+
+    def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict, line: int) -> DataFrame:
+        full = path if fmt == "table" else self.path(path)
+        if fmt != "table" and "://" not in full and not os.path.exists(full):
+            raise RuntimeFailure(f"source `{op}` ({self.flow_file}:{line}): input {full} does not exist",
+                                 hint="check the path; relative paths are relative to the .flow file")
+        if fmt == "table":
+            df = self.spark.read.table(path)
+        else:
+            opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+            if fmt in ("csv", "json"):  # a malformed row fails the run instead of becoming nulls
+                opts.setdefault("mode", "FAILFAST")
+            reader = self.spark.read.options(**opts)
+            if schema:
+                reader = reader.schema(schema)
+            df = getattr(reader, fmt)(full)
+        return df.select(*ddl_columns(schema)) if schema else df
+
+    def values(self, op: str, schema: str, rows: list) -> DataFrame:
+        return self.spark.createDataFrame(rows, schema)
+
+    # ---- pipeline-level operators (the pipeline is one round) -------------------------------------------
+
+    def count(self, df: DataFrame, op: str, same_as: Optional[str] = None) -> DataFrame:
+        """Operator `op`'s record counter, read for the report (`--report`; the pipeline runs once, so
+        `same_as` changes nothing here)."""
+        if not self.detailed or not self.jvm_metrics:
+            return df
+        from pyspark.sql import Observation
+
+        obs = Observation(op)
+        self.report.observations.append((op, obs))
+        return df.observe(obs, self.counters.column)
+
+    def reduce(self, df: DataFrame, op: str, keys: list, aggs: list) -> DataFrame:
+        """Pipeline-level `reduce`: one round, so it is a `group`."""
+        return self.count(df.groupBy(*keys).agg(*[self.aggregate(fn, c).alias(n) for n, fn, c in aggs]), op)
+
+    def distinct(self, df: DataFrame, op: str) -> DataFrame:
+        return self.count(df.distinct(), op)
+
+    def share(self, df: DataFrame, op: str) -> DataFrame:
+        """A pipeline stream read by several operators: cache it so it is computed once."""
+        return df.persist()
+
+    def prepare_import(self, df: DataFrame, keys: list) -> DataFrame:
+        """A loop import: replayed every round, so cache it once per activation, partitioned by
+        the columns the body joins it on (the join then needs no shuffle of the import)."""
+        if keys:  # sorted too: the body's sort-merge joins then need no per-round sort of the import
+            df = df.repartition(self.partitions, *keys).sortWithinPartitions(*keys)
+        return df.persist()
+
+    # ---- loops ------------------------------------------------------------------------------------------
+
+    def loop(self, spec: LoopSpec, body: Callable, entries: dict, imports: dict):
+        """Run one activation of a loop; its single output, or {emit name: output}."""
+        outputs = self._restored_outputs(spec) if self.recovery is not None and not self.stack else None
+        if outputs is None:
+            act = self.recovery.take(spec.scope, len(self.stack)) if self.recovery is not None else None
+            if act is None:
+                act = Activation(spec.scope, self.activations.get(spec.scope, 0) + 1, recompute=spec.snapshot_recompute)
+            elif act.resumed:
+                self.progress.trace(f"loop {spec.scope}: resuming activation {act.number} at round {act.round}")
+            act.recompute = spec.snapshot_recompute
+            self.activations[spec.scope] = act.number
+            if not self.jvm_metrics:
+                self.note("connect-counters", "per-operator record counts are not available over Spark Connect; "
+                          "loop termination uses the feedback and `until` counts, which are")
+            with self._loop_conf():
+                outputs = run_activation(self, spec, body, entries, imports, act)
+            self.report.loop_done(spec.scope, act.number)
+        if self.snapshots is not None and not self.stack:
+            self.snapshots.completed[spec.scope] = {k: v for k, v in outputs.items() if v is not None}
+        return outputs[None] if spec.single_output else outputs
+
+    def _restored_outputs(self, spec: LoopSpec) -> Optional[dict]:
+        """A pipeline-level loop that finished before the snapshot: its outputs are in the snapshot."""
+        done = self.recovery.completed_outputs(spec.scope)
+        if done is not None:
+            self.progress.trace(f"loop {spec.scope}: restored its outputs from the snapshot")
+        return done
+
+    @contextmanager
+    def _loop_conf(self):
+        """The settings loops run with (`LOOP_CONF`), set by the outermost loop and restored after it."""
+        saved = set_conf(self.spark, LOOP_CONF) if not self.stack else {}
+        try:
+            yield
+        finally:
+            restore_conf(self.spark, saved)
+
+    def round_group(self, scope: str, activation: int, round_no: int) -> str:
+        """Tag the Spark jobs of a round so the status tracker can count them."""
+        group = f"scopeflow:{self.run_id}:{scope}#{activation}/r{round_no}"
+        jobs.set_job_group(self.spark, group, f"loop {scope} activation {activation} round {round_no}")
+        return group
+
+    def jobs_in_group(self, group: str) -> int:
+        return jobs.jobs_in_group(self.spark, group)  # -1 over Spark Connect
+
+    def explain_jobs(self, group: str, recounted: Optional[str]) -> list[str]:
+        """Each Spark job of a round's group, and whether the round counted its records again."""
+        return ([f"records counted again: {recounted}"] if recounted else []) + jobs.describe_jobs(self.spark, group)
+
+    def release(self, frames: list) -> None:
+        """Free the blocks of round checkpoints nothing refers to (but one an asynchronous snapshot still writes)."""
+        if self.snapshots is not None:
+            frames = [df for df in frames if not self.snapshots.is_pinned(df)]
+        self.checkpoints.release(frames)
+
+    def round_done(self, spec: LoopSpec, number: int, record) -> None:
+        self.report.round_done(spec, number, record)
+        self.progress.round_finished(spec, number, record)
+        if self.trace:
+            self.progress.trace(record.attempt.describe())
+
+    # ---- snapshots ----------------------------------------------------------------------------------------
+
+    def configure_snapshots(self, opts, sources: dict) -> None:
+        from scopeflow.runtime.snapshots import Recovery, SnapshotStore, fingerprint_path
+
+        root = opts.checkpoint or os.path.join(".scopeflow", self.pipeline)
+        fingerprints = {}
+        for op, path in sources.items():
+            p = self.param(path.name) if isinstance(path, Param) else path
+            fingerprints[op] = fingerprint_path(self.path(p)) if "://" not in p else {"path": p}
+        signatures = {op: str(record) for op, record in self.operators.items()}
+        store = self.snapshots = SnapshotStore(self, root, opts.every or 10, opts.mode or "persist", opts.keep,
+                                               opts.async_writes, signatures, fingerprints)
+        if not opts.resume:
+            store.start_fresh()
+            return
+        found = store.latest(self.progress.trace)
+        if found is None:
+            self.progress.trace(f"no snapshot in {store.root}: starting from the beginning")
+            store.start_fresh()
+            return
+        snap, manifest = found
+        self.recovery = Recovery(self, snap, manifest)
+        self.activations.update(manifest.get("activations", {}))
+        store.sinks_done = store.load_sink_log()
+        where = " > ".join(f"{lv['scope']} round {lv['round']}" for lv in manifest["stack"])
+        self.progress.trace(f"resuming from {os.path.basename(snap)}: {where or 'pipeline level'}")
+        self.report.resumed_from(os.path.basename(snap), manifest["stack"])
+
+    def maybe_snapshot(self, spec: LoopSpec, round_no: int) -> None:
+        """After round `round_no` of the innermost activation (which the stack holds at its next round)."""
+        if self.snapshots is not None and self.snapshots.due(spec, round_no):
+            self.snapshots.take(self.stack)
+
+    def snapshot_written(self, seq: int, stack: list, size: int, seconds: float) -> None:
+        where = [{"scope": lv["scope"], "activation": lv["activation"], "round": lv["round"]} for lv in stack]
+        self.report.snapshot_written(seq, where, size, seconds)
+        self.progress.snapshot(seq, where, size, seconds)
+
+    def finish(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.finished()
+
+    # ---- sinks ------------------------------------------------------------------------------------------
+
+    def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict) -> None:
+        started = time.perf_counter()
+        if fmt == "console":
+            df.show(int(options.get("rows", 20)), truncate=False)
+            return
+        target = path if fmt == "table" else self.path(path)
+        key = f"{op}:{fmt}:{target}"
+        if self.snapshots is not None and key in self.snapshots.sinks_done:
+            self.progress.trace(f"sink {target}: already committed before the restart, skipped")
+            return
+        obs = None
+        if self.detailed and self.jvm_metrics:
+            from pyspark.sql import Observation
+
+            obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
+            df = df.observe(obs, self.counters.column)
+        sink_io.write_atomically(self.spark, df, fmt, target, options)
+        if self.snapshots is not None:
+            self.snapshots.sink_committed(key)
+        records = int(obs.get.get("n") or 0) if obs is not None else None
+        self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
+        self.progress.sink_written(fmt, target)

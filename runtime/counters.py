@@ -1,0 +1,108 @@
+"""Record counters: `DataFrame.observe` metrics that Spark fills in the same job that computes a round,
+read back from the round's executed plans (one JVM call per plan), so counting costs no Spark job."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from pyspark.sql import functions as F
+
+from scopeflow.runtime.deployment import is_connect
+
+CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
+FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
+
+
+class Counters:
+    """The record counters of one run's session."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.column = F.count(F.lit(1)).alias("n")  # built once: each Column call is a JVM round trip
+        self._collector = None
+
+    def observed(self, frames: list) -> dict:
+        """The counters in the executed plans of `frames`, by name ({} over Spark Connect: no JVM here)."""
+        if is_connect(self.spark):
+            return {}
+        if self._collector is None:
+            self._collector = getattr(getattr(self.spark._jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"),
+                                      "MODULE$")
+        out: dict = {}
+        for df in frames:
+            for name, value in metric_pairs(self._collector.collect(df._jdf.queryExecution().executedPlan())):
+                out[name] = max(out.get(name, 0), value)
+        return out
+
+
+_METRIC = re.compile(r"(?:\(|, )([^\s,()]+) -> \[(-?\d+)\](?=[,)])")
+
+
+def metric_pairs(metrics) -> list[tuple[str, int]]:
+    """(name, count) of a `CollectMetricsExec.collect` map (name -> single-count Row).
+
+    One JVM call reads the whole map as text (`Map(n009 -> [12], ...)`): every entry read
+    through the JVM would cost four round trips, every round. Names are scopeflow's own
+    (operator ids, `_sf_ck:` + checkpoint key); if the text is ever not exactly its `size()`
+    entries, they are read one by one."""
+    text = metrics.toString()
+    pairs = [(m.group(1), int(m.group(2))) for m in _METRIC.finditer(text)]
+    head = text[:text.find("(") + 1]
+    if head + ", ".join(f"{name} -> [{n}]" for name, n in pairs) + ")" == text and len(pairs) == metrics.size():
+        return pairs  # the text is exactly these entries
+    pairs, it = [], metrics.iterator()
+    while it.hasNext():
+        kv = it.next()
+        pairs.append((kv._1(), int(kv._2().get(0))))
+    return pairs
+
+
+def operator_times(frames: list) -> dict:
+    """Milliseconds of Spark task time per operator in the executed plans of a round's frames.
+
+    `frames` are (checkpoint key, frame) pairs. Each counted operator's output is marked by a
+    `CollectMetrics` node named after it; the timing metrics of the plan nodes below that marker
+    and above the next markers (the operator's inputs) are its time. A frame checkpointed for an
+    operator (`n009/state`: a reduce's fold, `n011/shared`) belongs to it from the root down; the
+    projections the executor adds above markers (feedback, emits) belong to no operator. A
+    whole-stage-codegen node's pipeline time covers the nodes fused into it, so their own timings
+    are not added again. Summed over tasks: on several cores this is more than the wall time."""
+    out: dict = {}
+    for key, df in frames:
+        owner = key.split("/", 1)[0]
+        owner = owner if re.fullmatch(r"n\d+", owner) else None
+        stack = [(df._jdf.queryExecution().executedPlan(), owner, False)]
+        while stack:
+            node, op, fused = stack.pop()
+            name = node.nodeName()
+            if name == "CollectMetrics" and not node.name().startswith(CHECKPOINT_COUNTER):
+                op = node.name()
+            if name.startswith("WholeStageCodegen"):
+                fused = True
+                ms = _timing_ms(node, only="pipelineTime")
+            elif name == "InputAdapter":
+                fused, ms = False, 0.0
+            else:
+                ms = 0.0 if fused else _timing_ms(node)
+            if op is not None and ms:
+                out[op] = out.get(op, 0.0) + ms
+            children = node.children().iterator()
+            while children.hasNext():
+                stack.append((children.next(), op, fused))
+    return out
+
+
+def _timing_ms(node, only: Optional[str] = None) -> float:
+    total = 0.0
+    it = node.metrics().iterator()
+    while it.hasNext():
+        kv = it.next()
+        if only is not None and kv._1() != only:
+            continue
+        metric = kv._2()
+        kind = metric.metricType()
+        if kind == "timing":
+            total += metric.value()
+        elif kind == "nsTiming":
+            total += metric.value() / 1e6
+    return total

@@ -1,0 +1,39 @@
+"""Spark's jobs as a run sees them: each round's jobs are tagged with a job group, so the status tracker can
+count them (one Spark job per round is the runtime's design) and say what they were when there are more."""
+from __future__ import annotations
+
+from scopeflow.runtime.deployment import is_connect
+
+
+def set_job_group(spark, group: str, description: str) -> None:
+    """Tag the following Spark jobs with `group` (a no-op over Spark Connect, which has no job groups)."""
+    if not is_connect(spark):
+        spark.sparkContext.setJobGroup(group, description)
+
+
+def jobs_in_group(spark, group: str) -> int:
+    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker."""
+    if is_connect(spark):
+        return -1
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def _stage_tasks(spark, st) -> str:
+    if not st.numCompletedTasks:  # was it ever submitted? (pyspark's stage info has no submission time)
+        info = spark.sparkContext._jsc.sc().statusTracker().getStageInfo(st.stageId)
+        if info.isDefined() and info.get().submissionTime() <= 0:
+            return f"skipped ({st.numTasks} tasks, their output from an earlier job)"
+    return f"{st.numCompletedTasks}/{st.numTasks} tasks" + (f", {st.numFailedTasks} failed" if st.numFailedTasks else "")
+
+
+def describe_jobs(spark, group: str) -> list[str]:
+    """The jobs of `group` as text (id, status, stages with their names and tasks): why a round ran
+    more Spark jobs than one."""
+    tracker = spark.sparkContext.statusTracker()
+    out = []
+    for job_id in sorted(tracker.getJobIdsForGroup(group)):
+        info = tracker.getJobInfo(job_id)
+        stages = [tracker.getStageInfo(s) for s in sorted(info.stageIds if info else [])]  # (in no set order)
+        parts = [f"{st.stageId} {st.name}: " + _stage_tasks(spark, st) for st in stages if st is not None]
+        out.append(f"job {job_id} {info.status if info else 'unknown'}: " + "; ".join(parts))
+    return out

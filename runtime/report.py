@@ -1,0 +1,120 @@
+"""The run report (`--report run.json`, and `run.report` for Python callers): per round, per operator,
+per sink and per snapshot; the termination attempts; the loops' activations and rounds. docs/cli.md
+describes the format; `scopeflow graph --stats` draws it."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Optional
+
+from attrs import define, field
+
+
+@define
+class RoundRecord:
+    round: int
+    seconds: float
+    in_flight: dict  # variable -> records fed back
+    counts: dict  # operator id -> records output this round
+    attempt: object  # termination.Attempt
+    spark_jobs: int = -1  # Spark jobs the round ran (status tracker); -1: unknown (Spark Connect)
+    stored: dict = field(factory=dict)  # variable -> records kept for the next round (fewer when combined)
+    jobs: list = field(factory=list)  # when a round ran more than one Spark job: each job, and why
+    plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
+
+
+class RunReport:
+    def __init__(self, pipeline: str, fingerprint: str, operators: dict):
+        self.operators_known = operators  # operator id -> spec.Operator
+        self.doc = {"pipeline": pipeline, "fingerprint": fingerprint, "rounds": [], "attempts": [], "loops": {},
+                    "operators": {}, "sinks": [], "snapshots": []}
+        self.started = time.perf_counter()
+        self.observations: list = []  # (operator, pyspark Observation) of pipeline-level operators (--report)
+        self.task_ms: dict = {}  # operator -> Spark task milliseconds in loop rounds (--report)
+
+    def __getitem__(self, key):  # `run.report["rounds"]`: the report as a document
+        return self.doc[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self.doc
+
+    def get(self, key, default=None):
+        return self.doc.get(key, default)
+
+    def _label(self, op: str) -> str:
+        """How the report names a pipeline-level operator: its kind and stream name (`union both`, `select`)."""
+        known = self.operators_known.get(op)
+        if known is None:
+            return op
+        return f"{known.kind} {known.name}" if known.name else known.kind
+
+    def _loop(self, scope: str) -> dict:
+        return self.doc["loops"].setdefault(scope, {"scope": scope, "activations": 0, "rounds": [], "attempts": 0})
+
+    def round_done(self, spec, number: int, record: RoundRecord) -> None:
+        a = record.attempt
+        self.doc["rounds"].append({"scope": spec.scope, "activation": number, "round": record.round,
+                                   "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
+                                   "stored": record.stored, "spark_jobs": record.spark_jobs,
+                                   "plan_size": record.plan_size, "counts": record.counts,
+                                   **({"jobs": record.jobs} if record.jobs else {})})
+        self.doc["attempts"].append(a.to_json())
+        loop = self._loop(spec.scope)
+        loop["attempts"] += 1
+        if a.terminated:
+            loop["rounds"].append(record.round + 1)
+        operators = self.doc["operators"]
+        for op, n in record.counts.items():
+            known = self.operators_known.get(op)
+            if op in spec.operators:
+                entry = operators.setdefault(op, {"records": 0, "name": spec.operators[op][1]})
+                entry["records"] += n
+            elif known is not None and known.scope == "pipeline":
+                # a pipeline-level input, computed once and cached: its counter is seen again each round
+                entry = operators.setdefault(op, {"records": 0, "name": self._label(op)})
+                entry["records"] = max(entry["records"], n)
+            # else: an enclosing loop's operator, which that loop's own rounds count
+
+    def loop_done(self, scope: str, number: int) -> None:
+        self._loop(scope)["activations"] = number
+
+    def sink_written(self, op: str, fmt: str, target: str, seconds: float, records: Optional[int]) -> None:
+        entry = {"node": op, "format": fmt, "path": target, "seconds": round(seconds, 4)}
+        if records is not None:
+            entry["records"] = records
+            self.doc["operators"].setdefault(op, {"records": records, "name": self._label(op)})
+        self.doc["sinks"].append(entry)
+
+    def snapshot_written(self, seq: int, where: list, size: int, seconds: float) -> None:
+        self.doc["snapshots"].append({"seq": seq, "stack": where, "bytes": size, "seconds": round(seconds, 4)})
+
+    def resumed_from(self, snapshot: str, stack: list) -> None:
+        self.doc["resumed_from"] = {"snapshot": snapshot, "stack": stack and [
+            {k: lv[k] for k in ("scope", "activation", "round")} for lv in stack]}
+
+    def write(self, path: str, status: str, error: Optional[str] = None) -> None:
+        self._collect_observations()
+        for op, ms in self.task_ms.items():
+            self.doc["operators"].setdefault(op, {"records": 0, "name": self._label(op)})["seconds"] = \
+                round(ms / 1000.0, 4)
+        self.doc["status"] = status
+        self.doc["seconds"] = round(time.perf_counter() - self.started, 4)
+        if error:
+            self.doc["error"] = error
+        out = dict(self.doc)
+        out["loops"] = list(self.doc["loops"].values())
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(out, fh, indent=2, default=str)
+        os.replace(tmp, path)
+
+    def _collect_observations(self) -> None:
+        """The record counts of pipeline-level operators that ran (never blocking on the others)."""
+        pending = [(op, obs) for op, obs in self.observations if op not in self.doc["operators"]]
+        deadline = time.monotonic() + 2.0  # Spark completes observations from its listener bus, asynchronously
+        while pending and time.monotonic() < deadline and not all(o._jo.future().isCompleted() for _, o in pending):
+            time.sleep(0.05)
+        for op, obs in pending:
+            if obs._jo.future().isCompleted():
+                self.doc["operators"][op] = {"records": int(obs.get.get("n") or 0), "name": self._label(op)}

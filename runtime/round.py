@@ -1,0 +1,214 @@
+"""One round of a loop activation: the body's handle (`Round`, what generated round functions call) and the
+round's single Spark job (`Round.materialise`).
+
+Everything the round must keep — feedback, emitted records, new `reduce`/`distinct` state, shared streams,
+the `until` stream — is a lazy checkpoint; one action then computes and stores all of them in one Spark job,
+which also fills every record counter (`observe`) in the round's plans. Lineage is cut every round, so a
+round's cost does not grow with the round count.
+"""
+from __future__ import annotations
+
+from functools import reduce as _fold
+from typing import Callable, Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from scopeflow.runtime.counters import CHECKPOINT_COUNTER, FED_COUNTER, operator_times
+from scopeflow.runtime.state import DistinctState, ReduceState
+
+
+class Round:
+    def __init__(self, run, spec, activation, states: dict):
+        self.run = run
+        self.spec = spec
+        self.activation = activation  # loop.Activation
+        self.index = activation.round
+        self.states = states
+        self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
+        self._by_frame: dict[int, DataFrame] = {}
+        self._key_of: dict[int, str] = {}
+        self._alive: list[DataFrame] = []  # frames whose ids are keys above: they must outlive the round
+        self._narrow: dict[int, DataFrame] = {}
+        self._counted: dict[int, str] = {}  # id(frame) -> the counter (in its plan) that counts exactly its records
+        self.same_count: dict[str, str] = {}  # operator or checkpoint key -> the counter that also counts it
+        self.nested: list[str] = []  # scopes of the loops this round ran
+        self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
+        self.recounted: Optional[str] = None  # why the round counted its records again, if it did
+        self.plan_size: Optional[int] = None
+
+    # ---- what generated round functions call ---------------------------------------------------------
+
+    def param(self, name: str):
+        return self.run.param(name)
+
+    def count(self, df: DataFrame, op: str, same_as: Optional[str] = None) -> DataFrame:
+        """Attach the record counter of operator `op` (read back after the round's job).
+
+        `same_as`: `df` has exactly the records of operator `same_as`'s output (the compiler says so for
+        a select/derive/drop right after it in a chain), so `op` reuses that counter: one `observe`
+        less in the round's plan, and one JVM call less every round."""
+        base = self.same_count.get(same_as, same_as)
+        # --report keeps every counter: they also mark where each operator's Spark time goes
+        if base is not None and not self.run.detailed and base in self._counted.values():
+            self.same_count[op] = base
+            self.same_rows(df, base)
+            return df
+        out = df.observe(op, self.run.counters.column)
+        self.same_rows(out, op)
+        return out
+
+    def reduce(self, df: DataFrame, op: str, keys: list, aggs: list) -> DataFrame:
+        """`reduce(by keys, name = fn(column), ...)`: fold the round's records into the keyed state."""
+        state = self.states.get(op)
+        if state is None:
+            state = self.states[op] = ReduceState(op, list(keys), [(name, fn) for name, fn, _ in aggs])
+        if state.delta_aggs is None:  # built once per activation: the aggregates are the same every round
+            state.delta_aggs = [self.run.aggregate(fn, col).alias(name) for name, fn, col in aggs]
+        combined = self.combined.get(op)
+        if combined is None:
+            delta = df.groupBy(*keys).agg(*state.delta_aggs)
+        elif df is combined:  # the previous round aggregated these records already (`loop.combine`)
+            delta = df
+        else:
+            raise RuntimeError(f"internal error: reduce {op} reads a combined variable through another operator")
+        return self.count(state.step(self, delta), op)
+
+    def distinct(self, df: DataFrame, op: str) -> DataFrame:
+        state = self.states.get(op)
+        if state is None:
+            state = self.states[op] = DistinctState(op, df.columns)
+        return self.count(state.step(self, df), op)
+
+    def share(self, df: DataFrame, op: str) -> DataFrame:
+        """A stream read by several operators of the round: materialise it once, in the round's job."""
+        return self.checkpoint(f"{op}/shared", df)
+
+    def loop(self, spec, body: Callable, entries: dict, imports: dict):
+        self.nested.append(spec.scope)
+        return self.run.loop(spec, body, entries, imports)
+
+    # ---- the executor's side ----------------------------------------------------------------------------
+
+    def same_rows(self, df: DataFrame, counter: Optional[str]) -> None:
+        """`df`'s records are exactly those counted by `counter` (when not None)."""
+        if counter is not None:
+            self._counted[id(df)] = counter
+            self._alive.append(df)
+
+    def counter_of(self, df: DataFrame) -> Optional[str]:
+        return self._counted.get(id(df))
+
+    def checkpoint(self, key: str, df: DataFrame) -> DataFrame:
+        """The lazy checkpoint of `df` under `key`, once per frame, materialised by the round's job."""
+        known = self._by_frame.get(id(df))
+        if known is not None:
+            return known
+        counted_in_plans = self.run.checkpoints.counted_in_plans
+        counter = self.counter_of(df) if counted_in_plans else None
+        if counter is not None:  # already counted inside its plan (an operator's output, fed back as it is)
+            self.same_count[key] = counter
+            pre = df
+        elif counted_in_plans:  # its record count, collected by the round's job
+            pre = df.observe(CHECKPOINT_COUNTER + key, self.run.counters.column)
+        else:  # counted by the round's action itself (`tagged_counts`)
+            pre = df
+        ck = self.run.checkpoints.make(pre, self.index)
+        self.pending.append((key, pre, ck))
+        self._by_frame[id(df)] = self._by_frame[id(ck)] = ck
+        self._alive += [df, ck]
+        self._key_of[id(ck)] = key
+        return ck
+
+    def narrowed(self, df: DataFrame, partitions: Optional[int]) -> DataFrame:
+        """`df` in at most `partitions` partitions, once per frame (so a stream that is both fed back
+        and emitted is still one checkpoint); a checkpoint of this round stays as it is."""
+        if partitions is None or id(df) in self._by_frame:
+            return df
+        known = self._narrow.get(id(df))
+        if known is None:
+            known = self._narrow[id(df)] = df.coalesce(partitions)
+            self._alive += [df, known]
+            self.same_rows(known, self.counter_of(df))
+        return known
+
+    def key_of(self, ck: DataFrame) -> str:
+        return self._key_of[id(ck)]
+
+    def retained(self) -> list[DataFrame]:
+        return [ck for _, _, ck in self.pending]
+
+    # ---- the round's Spark job --------------------------------------------------------------------------
+
+    def materialise(self, also: tuple = ()) -> tuple[dict, dict]:
+        """Run the round's single Spark job; return record counts per checkpoint key and per operator.
+
+        `also`: counters in the round's plans to return with the counts (the records fed back to combined
+        variables)."""
+        run = self.run
+        if run.diagnostics:
+            self.plan_size = sum(pre._jdf.queryExecution().logical().treeString().count("\n")
+                                 for _, pre, _ in self.pending)
+        frames = [pre for _, pre, _ in self.pending]
+        if not run.checkpoints.counted_in_plans:
+            counts = tagged_counts(run, [(key, ck) for key, _, ck in self.pending])
+            observed = run.counters.observed(frames)
+        else:
+            total = compute_checkpoints(run, [ck for _, _, ck in self.pending])
+            observed = run.counters.observed(frames)
+            counts = {key: observed.get(self.same_count[key]) if key in self.same_count
+                      else observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in self.pending}
+            if None in counts.values() or sum(counts.values()) != total:
+                self.recounted = f"counters {counts} against {total} records"
+                # never guess: a wrong 0 would end the loop early. Counters can disagree with the
+                # job's own count (e.g. a stage re-run after a lost executor), so count again; the
+                # checkpoints are stored now, so this job only reads them.
+                counts = tagged_counts(run, [(key, ck) for key, _, ck in self.pending])
+            counts.update({name: observed.pop(name, None) if name.startswith(FED_COUNTER) else observed.get(name)
+                           for name in also})
+        keys = {key for key, _, _ in self.pending}
+        for name, base in self.same_count.items():
+            if name not in keys and base in observed:
+                observed[name] = observed[base]
+        if run.detailed and run.jvm_metrics:
+            for op, ms in operator_times([(key, pre) for key, pre, _ in self.pending]).items():
+                run.report.task_ms[op] = run.report.task_ms.get(op, 0.0) + ms
+        return counts, observed
+
+
+def union_all(frames: list) -> DataFrame:
+    return _fold(lambda a, b: a.unionByName(b), frames)
+
+
+def compute_checkpoints(run, checkpoints: list) -> int:
+    """The one action of a round (classic Spark): compute and store every checkpoint in one job; return the
+    number of records of all of them together.
+
+    The checkpoints' RDDs are unioned and counted at the RDD level: one Spark job, no SQL query to plan and
+    no listener event to wait for. Record counts per checkpoint come from the `observe` counters inside the
+    checkpointed plans, which that same job fills. The tasks get the session's SQL settings as a SQL
+    query's tasks do (`SQLExecutionRDD`)."""
+    from scopeflow.runtime.checkpoints import checkpoint_rdd
+
+    spark = run.spark
+    union = _fold(lambda a, b: a.union(b), [checkpoint_rdd(ck) for ck in checkpoints])
+    wrap = run.handle("sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
+    return int(wrap(union, spark._jsparkSession.sessionState().conf()).count())
+
+
+def tagged_counts(run, frames: list[tuple[str, DataFrame]]) -> dict:
+    """The one action of a round over Spark Connect (and with reliable checkpoints): compute every
+    checkpoint and count its records.
+
+    A no-op write scans the union of the checkpoints (which computes and stores them) in a single stage; the
+    per-frame counts are observed by that same query, so counting adds neither a shuffle nor a job."""
+    from pyspark.sql import Observation
+
+    # SQL text, not Column calls: each Column call is a JVM round trip, and this runs every round.
+    tagged = union_all([df.selectExpr(f"{i} AS _sf_o") for i, (_, df) in enumerate(frames)])
+    obs = Observation("round")
+    counters = run.handle(("round-counters", len(frames)), lambda: [
+        F.expr(f"count_if(_sf_o = {i})").alias(f"c{i}") for i in range(len(frames))])
+    tagged.observe(obs, *counters).write.format("noop").mode("overwrite").save()
+    values = obs.get
+    return {key: int(values.get(f"c{i}") or 0) for i, (key, _) in enumerate(frames)}

@@ -1,0 +1,102 @@
+"""What a generated job declares about its pipeline: operator records, params, loop specs.
+
+Plain data, built when the job's module is imported (before any Spark session):
+the executor, snapshots and the run report read them.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Optional, Union
+
+from attrs import field, frozen
+
+
+class FlipType(enum.IntEnum):
+    """FLIP-15's operator types, which the termination protocol reports by."""
+
+    HEAD = 1  # a loop variable: receives the feedback
+    FEEDBACK = 2  # its output is fed back: it puts records in flight
+    OTHER = 3  # any other operator of the loop's scope
+
+
+HEAD, FEEDBACK, OTHER = FlipType.HEAD, FlipType.FEEDBACK, FlipType.OTHER
+
+
+@frozen
+class Param:
+    """A `param` given where a constant is expected (a loop option, a source's path): its value in this run."""
+
+    name: str
+
+
+Count = Union[int, Param]
+
+
+@frozen
+class Operator:
+    """One operator of the plan: its kind, stream name and scope, its arguments and schema as text, and a
+    digest of everything that determines its output (`compiler.plan.Plan.signature`)."""
+
+    kind: str
+    name: Optional[str]
+    scope: str
+    detail: str
+    digest: str
+
+    def __str__(self) -> str:
+        """The signature a snapshot is checked against (and names in its refusal)."""
+        return f"{self.kind}{' ' + self.name if self.name else ''} [{self.scope}]: {self.detail} #{self.digest}"
+
+
+@frozen
+class Emit:
+    name: Optional[str]  # None: the loop's single output
+    mode: str  # all | last | state
+    node: str  # the emitted body operator
+
+
+@frozen
+class LoopSpec:
+    """What the executor needs to know of one loop scope (its body is the generated function)."""
+
+    scope: str
+    kind: str  # loop | coloop
+    vars: dict  # variable -> DDL schema (the variable's column order)
+    imports: dict  # import name -> the columns the body joins it on (its partitioning), possibly none
+    feedback: dict  # variable -> the operators fed back to it
+    emits: tuple = field(converter=tuple)  # Emit
+    operators: dict  # operator id -> (FlipType, name): what the termination protocol reports
+    max_rounds: Count = 1000
+    on_max: str = "fail"
+    rounds: Optional[Count] = None
+    until: Optional[str] = None  # the body operator of `until empty(S)`
+    snapshot_every: Optional[Count] = None
+    snapshot_recompute: bool = False
+    var_nodes: dict = field(factory=dict)  # variable -> its operator id
+    combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (loop.Round.combine)
+
+    @property
+    def single_output(self) -> bool:
+        """One unnamed emit: the loop's value is that stream (not a dict of named outputs)."""
+        return len(self.emits) == 1 and self.emits[0].name is None
+
+
+def ddl_columns(ddl: str) -> list[str]:
+    """The column names of a DDL schema (`id bigint, tags array<string>` -> id, tags)."""
+    return [c.split()[0] for c in split_top_level(ddl)]
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split at the commas outside any <...> or (...): DDL fields (`m map<string,long>`), parameter lists."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "<("
+        depth -= ch in ">)"
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
