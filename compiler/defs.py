@@ -13,7 +13,7 @@ from scopeflow.dsl.diagnostics import did_you_mean
 from scopeflow.stdlib.types import SCALARS, is_valid_type, widen
 
 BUILTIN_OPERATORS = ("select", "derive", "drop", "where", "explode", "union", "join", "group", "reduce", "distinct",
-                     "apply", "sort", "limit")
+                     "apply", "sort", "limit", "top")
 
 
 def expand_call(lw: Lowering, call: A.OpCall, piped, scope: Scope) -> tuple[str, Schema]:

@@ -98,7 +98,8 @@ EDGE_DEFAULTS = {"fontname": FONT, "fontsize": "9", "color": "#64748b", "fontcol
 TITLED: dict[type, bool] = {
     **{cls: True for cls in (ops.Source, ops.Values, ops.LoopVar, ops.LoopImport, ops.LoopOutput)},
     **{cls: False for cls in (ops.Select, ops.Derive, ops.Drop, ops.Where, ops.Explode, ops.Union, ops.Join,
-                              ops.Group, ops.Apply, ops.Reduce, ops.Distinct, ops.Sort, ops.Limit, ops.Loop)},
+                              ops.Group, ops.Apply, ops.Top, ops.Reduce, ops.Distinct, ops.Sort, ops.Limit,
+                              ops.Loop)},
 }
 
 # Shapes and colours per node kind (a `kind` is an op, or "sink", or "stateful" for reduce/distinct in a loop).

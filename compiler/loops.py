@@ -6,10 +6,9 @@ from typing import Optional
 
 import attrs
 
-from scopeflow.compiler import expr as X
 from scopeflow.compiler import lower, ops
 from scopeflow.compiler.builder import ScopeDraft
-from scopeflow.compiler.lowering import Failed, Lowering
+from scopeflow.compiler.lowering import Failed, Lowering, count_param
 from scopeflow.compiler.plan import Emit, LoopOptions
 from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
@@ -125,25 +124,8 @@ def _option_value(lw: Lowering, o: A.LoopOption, scope: Scope):
                     ["give a positive number of rounds"])
         return value.value
     if isinstance(value, A.Name) and o.name in COUNT_OPTIONS:
-        return _count_param(lw, value, scope)
+        return count_param(lw, value, scope, "a loop option")
     return value.name if isinstance(value, A.Name) else value  # `until`'s stream name, `on max`'s mode
-
-
-def _count_param(lw: Lowering, name: A.Name, scope: Scope):
-    """A number of rounds given by name: a def's constant, or a long `param` (resolved when the job runs)."""
-    constants = scope.scalars_in_view()
-    if name.name in constants and isinstance(constants[name.name], X.TParam):
-        name = A.Name(constants[name.name].name, span=name.span)  # a def's constant bound to a param: the param
-    elif name.name in constants:
-        return constants[name.name].value
-    params = lw.decl.params
-    if name.name in params and params[name.name][0] in ("long", "int"):
-        return ops.ParamRef(name.name)
-    if name.name in params:
-        lw.fail("E0104", f"param `{name.name}` is {params[name.name][0]}, a loop option needs an "
-                "integer", name.span, "not an integer param", ["declare it as `param NAME: long = N`"])
-    lw.fail("E0104", f"unknown integer param `{name.name}`", name.span, "not a param",
-            did_you_mean(name.name, list(params) + list(constants)))
 
 
 # ---- the body's statements and checks --------------------------------------------------------------

@@ -10,6 +10,7 @@ from attrs import define, field
 from scopeflow.compiler import expr as X
 from scopeflow.compiler.builder import PlanBuilder
 from scopeflow.compiler.declarations import Declarations
+from scopeflow.compiler.ops import ParamRef
 from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
@@ -86,3 +87,21 @@ class Lowering:
             if d is None:  # a follow-on of an error already reported
                 raise Failed() from None
             self.fail(d.code, d.message, d.span, d.label, d.hints)
+
+
+def count_param(lw: Lowering, name: A.Name, scope: Scope, what: str):
+    """A count given by name (of rounds, of records): a def's constant, or a long `param` (resolved when the
+    job runs). `what` names what needs it in messages."""
+    constants = scope.scalars_in_view()
+    if name.name in constants and isinstance(constants[name.name], X.TParam):
+        name = A.Name(constants[name.name].name, span=name.span)  # a def's constant bound to a param: the param
+    elif name.name in constants:
+        return constants[name.name].value
+    params = lw.decl.params
+    if name.name in params and params[name.name][0] in ("long", "int"):
+        return ParamRef(name.name)
+    if name.name in params:
+        lw.fail("E0104", f"param `{name.name}` is {params[name.name][0]}, {what} needs an integer", name.span,
+                "not an integer param", ["declare it as `param NAME: long = N`"])
+    lw.fail("E0104", f"unknown integer param `{name.name}`", name.span, "not a param",
+            did_you_mean(name.name, list(params) + list(constants)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scopeflow.compiler import expr as X
 from scopeflow.compiler import lower, ops
-from scopeflow.compiler.lowering import Failed, Lowering
+from scopeflow.compiler.lowering import Failed, Lowering, count_param
 from scopeflow.compiler.scopes import Scope
 from scopeflow.compiler.types import Field, Schema
 from scopeflow.dsl import ast as A
@@ -231,6 +231,16 @@ def limit(lw: Lowering, op: A.Limit, nid: str, schema: Schema, scope: Scope):
     return lw.plan.add(ops.Limit, scope.owner, [nid], schema, op.span, n=op.n), schema
 
 
+def top(lw: Lowering, op: A.Top, nid: str, schema: Schema, scope: Scope):
+    if isinstance(op.n, A.Lit) and (op.n.type != "long" or op.n.value < 1):
+        lw.fail("E0320", f"`top` keeps a positive number of records per group, not {op.n.value}", op.n.span,
+                "not positive", ["e.g. `top(3, by k, order x desc)`"])
+    n = op.n.value if isinstance(op.n, A.Lit) else count_param(lw, op.n, scope, "`top`")
+    keys = tuple(lw.typed(k, lw.env(schema, scope)) for k in op.keys)
+    order = tuple((lw.typed(k.expr, lw.env(schema, scope)), k.desc) for k in op.order)
+    return lw.plan.add(ops.Top, scope.owner, [nid], schema, op.span, n=n, keys=keys, order=order), schema
+
+
 RULES = {
     A.Select: (select, ops.Select),
     A.Derive: (derive, ops.Derive),
@@ -245,4 +255,5 @@ RULES = {
     A.Apply: (apply, ops.Apply),
     A.Sort: (sort, ops.Sort),
     A.Limit: (limit, ops.Limit),
+    A.Top: (top, ops.Top),
 }

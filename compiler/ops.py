@@ -219,6 +219,27 @@ class Apply(Operator):
         return f"{self.module}.{self.func}"
 
 
+@frozen(kw_only=True)
+class Top(Operator):
+    """The first `n` records of each key group, in `order`; ties broken by the record's other fields."""
+
+    n: Count
+    keys: tuple[TExpr, ...]  # none: one group
+    order: tuple[tuple[TExpr, bool], ...]  # (expression, descending)
+    kind = "top"
+    per_round = chainable = True
+
+    def describe(self) -> str:
+        by = f" by {', '.join(expr_text(k) for k in self.keys)}" if self.keys else ""
+        return f"{self.n}{by} order " + ", ".join(expr_text(x) + (" desc" if desc else "") for x, desc in self.order)
+
+    def tie_fields(self) -> list[str]:
+        """The fields that break ties after `order`, ascending: every field that is not a key or an order
+        column itself. Records equal in all of them are equal: which of them is kept cannot matter."""
+        plain = {x.name for x in (*self.keys, *(o for o, _ in self.order)) if isinstance(x, TCol)}
+        return [f.name for f in self.schema.fields if f.name not in plain]
+
+
 # ---- stateful operators ---------------------------------------------------------------------------
 
 
@@ -322,5 +343,5 @@ class LoopOutput(Operator):
 
 
 OPERATORS: tuple[type[Operator], ...] = (Source, Values, Select, Derive, Drop, Where, Explode, Union, Join, Group,
-                                         Apply, Reduce, Distinct, Sort, Limit, Loop, LoopVar, LoopImport,
+                                         Apply, Top, Reduce, Distinct, Sort, Limit, Loop, LoopVar, LoopImport,
                                          LoopOutput)

@@ -243,6 +243,17 @@ class Limit(Op):
 
 
 @frozen
+class Top(Op):
+    """`top(N, by k, ..., order EXPR [desc], ...)`: the first N records of each key group in that order."""
+
+    n: object  # Lit (long) | Name (a param)
+    keys: tuple[Expr, ...]
+    order: tuple[SortKey, ...]
+    span: Optional[Span] = _span()
+    kind = "top"
+
+
+@frozen
 class OpCall(Op):
     """A `def` or imported operator: `name(args)`; also usable as a stream head."""
 

@@ -440,6 +440,13 @@ class _Builder(Transformer):
         return A.Limit(int(c[0]), span=self._span(meta))
 
     @v_args(meta=True)
+    def top_op(self, meta, c):
+        n, *rest = c
+        keys = tuple(x for x in rest if isinstance(x, A.Expr))
+        order = tuple(x for x in rest if isinstance(x, A.SortKey))
+        return A.Top(n, keys, order, span=self._span(meta))
+
+    @v_args(meta=True)
     def op_call(self, meta, c):
         return A.OpCall(str(c[0]), tuple(x for x in c[1:] if x is not None), span=self._span(meta))
 

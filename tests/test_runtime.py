@@ -624,6 +624,20 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
 
 
+def test_source_and_sink_options_given_as_params(spark, tmp_path):
+    """`sep = sep` reads the param's value (a param option was once silently dropped)."""
+    (tmp_path / "in.csv").write_text("a;b\n1;2\n3;4\n")
+    flow = write_flow(tmp_path, """
+        param sep: string = ";"
+        param out_sep: string = "|"
+        source t = read csv("in.csv", header = true, sep = sep) schema (a: long, b: long)
+        sink t | select(a, b, c = a + b) -> csv("out/t", header = true, sep = out_sep)
+    """)
+    run_file(flow, spark=spark)
+    lines = [ln for p in sorted((tmp_path / "out" / "t").glob("part-*.csv")) for ln in p.read_text().splitlines()]
+    assert sorted(set(lines)) == ["1|2|3", "3|4|7", "a|b|c"]
+
+
 NULL_ROWS = [  # (key, v, b, the round in which the record reaches the reduce)
     (1, None, None, 0), (1, None, None, 1),  # only nulls, over two rounds
     (2, 1, False, 0), (2, None, None, 1),  # a value, then a null
