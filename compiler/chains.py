@@ -12,14 +12,16 @@ import attrs
 
 from scopeflow.compiler.plan import Chain, Plan
 
-DEFAULT_MAX_CHAIN = 8
+MAX_CHAIN = 8  # operators per chain at most: a generated function stays readable
 
 
-def build_chains(plan: Plan, diagnostics: list, max_length: int = DEFAULT_MAX_CHAIN) -> Plan:
+def build_chains(plan: Plan, diagnostics: list) -> Plan:
     chains: list[list] = []  # [chain id, scope, node ids]
     chain_of: dict[str, list] = {}
     feedback_sources = {src for s in plan.scopes.values() for _, src in s.feedback}
+    # emitted, sunk and `until` streams are what a round or the pipeline returns: each ends its chain
     materialised = {e.node for s in plan.scopes.values() for e in s.emits} | {s.node for s in plan.sinks}
+    materialised |= {s.options.until for s in plan.scopes.values() if s.options.until is not None}
     for node in plan.nodes.values():
         if not node.chainable:
             continue
@@ -34,7 +36,7 @@ def build_chains(plan: Plan, diagnostics: list, max_length: int = DEFAULT_MAX_CH
             and prev.id not in feedback_sources
             and len(plan.consumers(prev.id)) == 1
             and prev.id not in materialised
-            and len(chain[2]) < max_length
+            and len(chain[2]) < MAX_CHAIN
         )
         if fusable:
             chain[2].append(node.id)

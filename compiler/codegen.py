@@ -3,10 +3,12 @@
 The script reads top-down: its constants, `pipeline(run)`, then what `pipeline` calls in
 the order it calls it — the functions of chains (consecutive operators fused into one
 method chain) and each loop's section (its spec, its round function, and what that calls).
-A chain of one operator is written where it is used. Each operator is one step of a method
-chain (`visit_<Class>`); its record counter is a `.transform(ctx.count, id)` after it. A
-result is bound to a variable when the user named it or several operators read it.
-Anything the generator cannot translate raises InternalError, never silent output.
+Each operator is one step of a method chain (`visit_<Class>`), its record counter a
+`.transform(ctx.count, id)` after it: inside a chain nothing is bound to a variable. A
+chain of one operator is written where it is used. A scope's function binds what each of
+its statements computes (a source, a loop, a chain) to the stream's name, or its id when
+the user gave it none. Anything the generator cannot translate raises InternalError,
+never silent output.
 """
 from __future__ import annotations
 
@@ -78,8 +80,8 @@ class Codegen:
             "CONFIG = {" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in p.config.items()) + "}",
         ]
         if p.udfs:
-            out += ["UDFS = {"] + [f"    {_py(a)}: sf.python_module({_py(a)}, {_py(u.path)})," for a, u in p.udfs.items()]
-            out += ["}"]
+            out += ["UDFS = {"] + [f"    {_py(a)}: sf.python_module({_py(a)}, {_py(u.path)}),"
+                                   for a, u in p.udfs.items()] + ["}"]
         out += ["", "# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that",
                 "# determines its output. A snapshot is checked against these and the inputs (SOURCES)."]
         out += ["OPERATORS = {"] + [f"    {_py(nid)}: {self.operator_record(n)}," for nid, n in p.nodes.items()]
@@ -92,7 +94,8 @@ class Codegen:
     def operator_record(self, n: ops.Operator) -> str:
         desc = n.describe()
         detail = f"{desc} {n.schema}" if desc else str(n.schema)
-        return f"sf.Operator({_py(n.kind)}, {_py(n.name)}, {_py(n.scope)}, {_py(detail)}, {_py(self.plan.digest(n.id))})"
+        fields = (n.kind, n.name, n.scope, detail, self.plan.digest(n.id))
+        return f"sf.Operator({', '.join(_py(f) for f in fields)})"
 
     @staticmethod
     def constant(value) -> str:
@@ -181,6 +184,10 @@ class Codegen:
             return self.loop_call(node, ctx)
         if isinstance(node, ops.LoopOutput):  # a named output; a single one is the loop's value itself
             return None if node.emit is None else f"{self.ident(node.inputs[0])}[{_py(node.emit)}]"
+        if isinstance(node, (ops.LoopVar, ops.LoopImport)):
+            return None
+        if not node.chainable:
+            raise InternalError(f"codegen cannot translate operator class {type(node).__name__} ({node.id})")
         chain = self.chain_of_last.get(node.id)
         if chain is None:
             return None
@@ -292,7 +299,8 @@ class Codegen:
         names = [f.name for f in node.schema.fields]
         if not shared and names == [*node.left_fields, *(n for n in names if n not in node.left_fields)]:
             return joined  # the join's own output already has the node's columns in order: no projection
-        return f"{joined}.select({', '.join(self.join_column(node, f.name, shared, la, ra) for f in node.schema.fields)})"
+        columns = [self.join_column(node, f.name, shared, la, ra) for f in node.schema.fields]
+        return f"{joined}.select({', '.join(columns)})"
 
     @staticmethod
     def join_column(node: ops.Join, name: str, shared: set, la, ra) -> str:
@@ -337,13 +345,14 @@ class Codegen:
         return f".limit({node.n})"
 
     def visit_Top(self, node: ops.Top, cols: ColumnCode, ctx: str) -> str:
-        n = self.value(node.n, ctx)
+        n = f"{ctx}.positive({_py(node.n.name)})" if isinstance(node.n, ops.ParamRef) else str(node.n)
         order = [_ordered(cols.expr(t), desc) for t, desc in node.order]
         order += [f"F.col({_py(f)}).asc()" for f in node.tie_fields()]
         if not node.keys:  # one group: Spark's top-k (a sort within partitions, then a merge of their first n)
             return f".orderBy({', '.join(order)}).limit({n})"
         window = f"Window.partitionBy({', '.join(cols.expr(k) for k in node.keys)}).orderBy({', '.join(order)})"
-        return f".withColumn('_sf_rank', F.row_number().over({window})).where(F.col('_sf_rank') <= {n}).drop('_sf_rank')"
+        rank = "'_sf_rank'"
+        return f".withColumn({rank}, F.row_number().over({window})).where(F.col({rank}) <= {n}).drop({rank})"
 
     # ---- a loop's spec ---------------------------------------------------------------------------------
 
@@ -370,6 +379,7 @@ class Codegen:
         emits = ", ".join(f"sf.Emit({_py(e.name)}, {_py(e.mode)}, {_py(e.node)})" for e in scope.emits)
         combine = {nodes[v].var: self.plan.feedback_combiner(v) for v in scope.vars}
         combine = {var: op for var, op in combine.items() if op is not None}
+        imports = ", ".join(f"{_py(nodes[i].name)}: {_py(self.join_keys_of_import(i))}" for i in scope.imports)
         operators = ", ".join(f"{_py(n)}: (sf.{self.plan.flip_type(n)}, {_py(nodes[n].label())})"
                               for n in scope.nodes if not isinstance(nodes[n], (ops.LoopImport, ops.Loop,
                                                                                  ops.LoopOutput)))
@@ -380,7 +390,7 @@ class Codegen:
             f"    kind={_py(scope.kind)},",
             f"    vars={{{', '.join(f'{_py(v.var)}: {_py(v.schema.ddl())}' for v in variables)}}},",
             f"    var_nodes={{{', '.join(f'{_py(v.var)}: {_py(v.id)}' for v in variables)}}},",
-            f"    imports={{{', '.join(f'{_py(nodes[i].name)}: {_py(self.join_keys_of_import(i))}' for i in scope.imports)}}},",
+            f"    imports={{{imports}}},",
             f"    feedback={_py(feedback)},",
             f"    emits=[{emits}],",
             f"    operators={{{operators}}},",

@@ -3,7 +3,7 @@ that sees only the parameters, with every stream it names prefixed by the call's
 from __future__ import annotations
 
 from scopeflow.compiler import expr as X
-from scopeflow.compiler import lower
+from scopeflow.compiler import lower, operators
 from scopeflow.compiler.declarations import fits
 from scopeflow.compiler.lowering import Lowering
 from scopeflow.compiler.scopes import Scope, Symbol
@@ -12,15 +12,12 @@ from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
 from scopeflow.stdlib.types import SCALARS, is_valid_type, widen
 
-BUILTIN_OPERATORS = ("select", "derive", "drop", "where", "explode", "union", "join", "group", "reduce", "distinct",
-                     "apply", "sort", "limit", "top")
-
 
 def expand_call(lw: Lowering, call: A.OpCall, piped, scope: Scope) -> tuple[str, Schema]:
     """Lower `name(args)` (with `piped`, the (id, schema) of the stream piped into it, if any)."""
     if call.name not in lw.decl.defs:
         lw.fail("E0103", f"unknown operator `{call.name}`", call.span, "not an operator or def",
-                did_you_mean(call.name, list(lw.decl.defs) + list(BUILTIN_OPERATORS)) or
+                did_you_mean(call.name, list(lw.decl.defs) + [a.kind for a in operators.RULES]) or
                 ["define it with `def` or import it: from \"stdlib:graph\" import ..."])
     decl, _ = lw.decl.defs[call.name]
     if any(c[0] == call.name for c in lw.calls):
@@ -101,7 +98,8 @@ def _lower_body(lw: Lowering, decl: A.DefDecl, body: Scope) -> tuple[str, Schema
         else:
             lower.lower_statement(lw, stmt, body, in_def=True)
     if result is None:
-        lw.fail("E0108", f"`{decl.name}` has no `return`", decl.span, "no return", ["end the body with `return STREAM`"])
+        lw.fail("E0108", f"`{decl.name}` has no `return`", decl.span, "no return",
+                ["end the body with `return STREAM`"])
     nid, schema = result
     return nid, schema.unqualified()
 

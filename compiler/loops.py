@@ -124,7 +124,11 @@ def _option_value(lw: Lowering, o: A.LoopOption, scope: Scope):
                     ["give a positive number of rounds"])
         return value.value
     if isinstance(value, A.Name) and o.name in COUNT_OPTIONS:
-        return count_param(lw, value, scope, "a loop option")
+        count = count_param(lw, value, scope, "a loop option")
+        if isinstance(count, int) and count < 1:  # a def's constant
+            lw.fail("E0213", f"`{o.name.replace('_', ' ')}` must be at least 1, `{value.name}` is {count}", o.span,
+                    "too small", ["give a positive number of rounds"])
+        return count
     return value.name if isinstance(value, A.Name) else value  # `until`'s stream name, `on max`'s mode
 
 

@@ -7,7 +7,7 @@ Stages (docs/architecture.md):
    (`scopes.py`); a def call is expanded in place (`defs.py`), a loop builds its scope
    (`loops.py`), sources and sinks read their arguments (`sources.py`), and every operator
    is typed by its rule (`operators.py`) and added to the plan under construction;
-3. the plan passes (`passes.py`), run by `compile.check_flow`.
+3. the plan passes (`passes.py`), run by `compiler.check_flow`.
 
 Errors are collected, not first-only: a statement whose stream cannot be lowered reports
 once (`fail` raises `Failed`, which the statement catches), and its name is defined as

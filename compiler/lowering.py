@@ -59,8 +59,9 @@ class Lowering:
     def define(self, scope: Scope, s: Symbol) -> None:
         old = scope.define(s)
         if old is not None:
+            first = f"first defined at {old.span}" if old.span else ""
             self.error("E0102", f"`{s.name}` is already defined", s.span, "defined again",
-                       [f"first defined at {old.span}" if old.span else "", "streams are defined once; pick a new name"])
+                       [first, "streams are defined once; pick a new name"])
 
     def schema_of(self, decl: A.SchemaDecl) -> Schema:
         seen = set()
@@ -96,7 +97,11 @@ def count_param(lw: Lowering, name: A.Name, scope: Scope, what: str):
     if name.name in constants and isinstance(constants[name.name], X.TParam):
         name = A.Name(constants[name.name].name, span=name.span)  # a def's constant bound to a param: the param
     elif name.name in constants:
-        return constants[name.name].value
+        constant = constants[name.name]
+        if constant.type not in ("long", "int"):
+            lw.fail("E0104", f"`{name.name}` is {constant.type}, {what} needs an integer", name.span,
+                    "not an integer", ["declare the def's parameter as `NAME: long`"])
+        return constant.value
     params = lw.decl.params
     if name.name in params and params[name.name][0] in ("long", "int"):
         return ParamRef(name.name)

@@ -232,10 +232,10 @@ def limit(lw: Lowering, op: A.Limit, nid: str, schema: Schema, scope: Scope):
 
 
 def top(lw: Lowering, op: A.Top, nid: str, schema: Schema, scope: Scope):
-    if isinstance(op.n, A.Lit) and (op.n.type != "long" or op.n.value < 1):
-        lw.fail("E0320", f"`top` keeps a positive number of records per group, not {op.n.value}", op.n.span,
-                "not positive", ["e.g. `top(3, by k, order x desc)`"])
     n = op.n.value if isinstance(op.n, A.Lit) else count_param(lw, op.n, scope, "`top`")
+    if isinstance(n, int) and n < 1:  # a literal or a def's constant; a param is checked when the job runs
+        lw.fail("E0320", f"`top` keeps a positive number of records per group, not {n}", op.n.span,
+                "not positive", ["e.g. `top(3, by k, order x desc)`"])
     keys = tuple(lw.typed(k, lw.env(schema, scope)) for k in op.keys)
     order = tuple((lw.typed(k.expr, lw.env(schema, scope)), k.desc) for k in op.order)
     return lw.plan.add(ops.Top, scope.owner, [nid], schema, op.span, n=n, keys=keys, order=order), schema

@@ -14,7 +14,7 @@ Each class says once what the rest of the compiler needs to know of it:
   the graph, in snapshot signatures and in the run report.
 
 The output `schema` of every operator is computed when lowering builds it (`compiler/operators.py`),
-where the errors about it are reported. Codegen (`visit_<Class>`) and the graph (`graph.KIND_STYLE`)
+where the errors about it are reported. Codegen (`visit_<Class>`) and the graph (`graph.TITLED`)
 dispatch on the class and refuse one they do not know; docs/architecture.md says how to add one.
 """
 from __future__ import annotations
@@ -196,16 +196,22 @@ def _keyed(keys, aggs) -> str:
 
 
 @frozen(kw_only=True)
-class Group(Operator):
-    """The records of this round, grouped (no aggregates: a per-round distinct of the keys)."""
+class Keyed(Operator):
+    """Keys and aggregates: `group` and `reduce`."""
 
     keys: tuple[tuple[str, TExpr], ...]
     aggs: tuple[tuple[str, TExpr], ...]
-    kind = "group"
-    per_round = chainable = True
 
     def describe(self) -> str:
         return _keyed(self.keys, self.aggs)
+
+
+@frozen(kw_only=True)
+class Group(Keyed):
+    """The records of this round, grouped (no aggregates: a per-round distinct of the keys)."""
+
+    kind = "group"
+    per_round = chainable = True
 
 
 @frozen(kw_only=True)
@@ -244,16 +250,12 @@ class Top(Operator):
 
 
 @frozen(kw_only=True)
-class Reduce(Operator):
-    """Keyed state across the rounds of a loop activation; outputs the keys a round changed."""
+class Reduce(Keyed):
+    """Keyed state across the rounds of a loop activation; outputs the keys a round changed. Each aggregate
+    is a plain one that folds incrementally."""
 
-    keys: tuple[tuple[str, TExpr], ...]
-    aggs: tuple[tuple[str, TExpr], ...]  # each a plain aggregate that folds incrementally
     kind = "reduce"
     stateful = chainable = True
-
-    def describe(self) -> str:
-        return _keyed(self.keys, self.aggs)
 
     def plain_keys(self) -> bool:
         """Every key is an input field kept under its own name (no computed key)."""

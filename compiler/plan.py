@@ -131,12 +131,17 @@ class Plan:
     # ---- wiring ----------------------------------------------------------------------------------
 
     @functools.cached_property
-    def _readers(self) -> Counter:
-        return Counter(e.src for e in self.edges if e.kind in ("data", "entry", "import"))
+    def _consumers(self) -> dict:
+        """Indexed once: a scan of every edge per question made chaining and codegen quadratic."""
+        out: dict = {}
+        for e in self.edges:
+            if e.kind in ("data", "entry", "import"):
+                out.setdefault(e.src, []).append(e.dst)
+        return out
 
     def consumers(self, node_id: str) -> list[str]:
         """The operators and loops that read `node_id` (in any scope)."""
-        return [e.dst for e in self.edges if e.src == node_id and e.kind in ("data", "entry", "import")]
+        return list(self._consumers.get(node_id, ()))
 
     def scope_of(self, node_id: str) -> Scope:
         return self.scopes[self.nodes[node_id].scope]
@@ -163,7 +168,7 @@ class Plan:
     def uses(self, node_id: str) -> int:
         """How many times a node's records are read: by operators and loops of any scope, feedback
         edges, emits, sinks and `until`."""
-        return self._readers[node_id] + self._other_uses[node_id]
+        return len(self._consumers.get(node_id, ())) + self._other_uses[node_id]
 
     @functools.cached_property
     def _other_uses(self) -> Counter:

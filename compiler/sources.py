@@ -90,7 +90,8 @@ def _arguments(lw: Lowering, args, what: str, allowed) -> tuple[Optional[ops.Loc
         if a.name is None:
             positional.append((a, _value(lw, a)))
         elif allowed is not None and a.name not in allowed:
-            lw.fail("E0114", f"{what} has no option `{a.name}`", a.span, "unknown option", did_you_mean(a.name, allowed))
+            lw.fail("E0114", f"{what} has no option `{a.name}`", a.span, "unknown option",
+                    did_you_mean(a.name, allowed))
         else:
             options[a.name] = _value(lw, a)
     if len(positional) > 1:
@@ -125,8 +126,8 @@ def _parquet_schema(lw: Lowering, path: ops.Location, src: A.ReadSource) -> Sche
     p = _path_text(lw, path)
     full = os.path.join(lw.base_dir, p) if isinstance(p, str) else None
     if full is None or not lw.loader.exists(full):
-        lw.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span,
-                "no schema", [f"looked for {full}" if full else "", "declare the schema: read parquet(...) schema (...)"])
+        lw.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span, "no schema",
+                [f"looked for {full}" if full else "", "declare the schema: read parquet(...) schema (...)"])
     try:
         columns = lw.loader.parquet_schema(full)
     except Exception as exc:  # pyarrow's many error types: what it says is the user's clue

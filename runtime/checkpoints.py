@@ -125,7 +125,8 @@ class Checkpoints:
         same machine), otherwise it stays on the server.
         """
         if self._scratch is None:
-            root = self.spark.conf.get(CONNECT_SCRATCH, None) or os.path.join(tempfile.gettempdir(), "scopeflow-connect")
+            root = self.spark.conf.get(CONNECT_SCRATCH, None) or os.path.join(tempfile.gettempdir(),
+                                                                               "scopeflow-connect")
             self._scratch = os.path.join(root, f"run-{os.getpid()}-{uuid.uuid4().hex[:8]}")
             atexit.register(shutil.rmtree, self._scratch, True)
         path = os.path.join(self._scratch, uuid.uuid4().hex[:12])

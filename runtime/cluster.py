@@ -207,7 +207,7 @@ def master_json(state: dict, timeout: float = 3.0) -> Optional[dict]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
             return json.load(resp)
-    except Exception:
+    except (OSError, ValueError):  # not listening (yet), refused, timed out, or not JSON
         return None
 
 

@@ -49,25 +49,48 @@ COMBINE_ABOVE_DEFAULT = 100_000
 MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
 
 
-def set_conf(spark, settings: dict) -> dict:
+@contextmanager
+def settings(spark, values: dict):
+    """Session settings for the duration of a block, put back as they were after it, also when it fails."""
+    saved = set_conf(spark, values)
+    try:
+        yield
+    except BaseException as failure:
+        _restore_while_failing(spark, saved, failure)
+        raise
+    restore_conf(spark, saved)
+
+
+def set_conf(spark, values: dict) -> dict:
     """Set session settings; return what they were (None: not set), for `restore_conf`."""
     saved = {}
-    for k, v in settings.items():
+    for k, v in values.items():
         saved[k] = spark.conf.get(k, None)
         spark.conf.set(k, v)
     return saved
 
 
 def restore_conf(spark, saved: dict) -> None:
-    """Put session settings back as they were (None: it was not set). A stopped session (the run's own,
-    stopped by a failure) has nothing to put back."""
-    if is_stopped(spark):
+    """Put session settings back as they were (None: it was not set). A stopped session has nothing to put
+    back."""
+    if not saved or is_stopped(spark):
         return
     for k, v in saved.items():
         if v is None:
             spark.conf.unset(k)
         else:
             spark.conf.set(k, v)
+
+
+def _restore_while_failing(spark, saved: dict, failure: BaseException) -> None:
+    """Put settings back while `failure` propagates. When the failure broke the session (its JVM or Connect
+    server gone) the settings cannot go back, and the failure is what the user must see: the restore's own
+    error is added to it as a note, and the failure propagates."""
+    try:
+        restore_conf(spark, saved)
+    except Exception as exc:  # recorded on the failure that propagates
+        if hasattr(failure, "add_note"):
+            failure.add_note(f"(the session's settings could not be put back: {type(exc).__name__}: {exc})")
 
 
 class RunContext:
@@ -107,8 +130,16 @@ class RunContext:
         return self.params[name]
 
     def resolve(self, value) -> int:
-        """A number of rounds: a constant, or a `param`'s value."""
-        return int(self.params[value.name]) if isinstance(value, Param) else int(value)
+        """A number of rounds: a constant, or a `param`'s value (at least 1)."""
+        return self.positive(value.name) if isinstance(value, Param) else int(value)
+
+    def positive(self, name: str) -> int:
+        """The value of a `param` that counts rounds or records: at least 1."""
+        value = int(self.params[name])
+        if value < 1:
+            raise RuntimeFailure(f"--param {name}={value}: `{name}` counts rounds or records and must be at least 1",
+                                 hint=f"give a positive number, e.g. --param {name}=3")
+        return value
 
     def path(self, p: str) -> str:
         """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
@@ -225,14 +256,9 @@ class RunContext:
             self.progress.trace(f"loop {spec.scope}: restored its outputs from the snapshot")
         return done
 
-    @contextmanager
     def _loop_conf(self):
         """The settings loops run with (`LOOP_CONF`), set by the outermost loop and restored after it."""
-        saved = set_conf(self.spark, LOOP_CONF) if not self.stack else {}
-        try:
-            yield
-        finally:
-            restore_conf(self.spark, saved)
+        return settings(self.spark, LOOP_CONF if not self.stack else {})
 
     def round_group(self, scope: str, activation: int, round_no: int) -> str:
         """Tag the Spark jobs of a round so the status tracker can count them."""

@@ -1,6 +1,6 @@
 """Running a generated pipeline module: the generated script's `main` and `execute`.
 
-`scopeflow run F.flow`, `run_file` (both in the face, `scopeflow/api.py`) and
+`scopeflow run F.flow` (`scopeflow/cli.py`), `run_file` (`scopeflow/api.py`) and
 `python job.py` / `spark-submit job.py` all go through `execute`: the generated
 code is the only execution path, so they behave the same.
 """
@@ -12,13 +12,14 @@ import re
 import sys
 from typing import Optional
 
+from pyspark.errors import AnalysisException
+
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
-from scopeflow.runtime.context import RunContext, restore_conf, set_conf
+from scopeflow.runtime.context import RunContext, settings
 from scopeflow.runtime.errors import ExitCode, RuntimeFailure
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused
-from scopeflow.runtime.spec import LoopSpec
 from scopeflow.runtime.termination import LoopMaxError
 
 
@@ -29,19 +30,20 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     progress = Progress(enabled=not quiet)
     run = None
     status, code, message = "ok", ExitCode.OK, None
-    saved_conf: dict = {}  # a session the caller gave: the settings this run's `config` changed, as they were
     try:
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
-        else:
-            saved_conf = _apply_config(spark, module.CONFIG)
-        run = RunContext(spark, module, params if params is not None else parse_params(module.PARAMS, []),
-                         progress, trace, detailed=bool(report), diagnostics=diagnostics)
-        if snapshots is not None and snapshots.wanted(module):
-            run.configure_snapshots(snapshots, module.SOURCES)
-        module.pipeline(run)
-        run.finish()
+            config = {}  # the session was built with them
+        else:  # a caller's session: this run's `config` applies to this run only
+            config = _modifiable(spark, module.CONFIG)
+        with settings(spark, config):
+            run = RunContext(spark, module, params if params is not None else parse_params(module.PARAMS, []),
+                             progress, trace, detailed=bool(report), diagnostics=diagnostics)
+            if snapshots is not None and snapshots.wanted(module):
+                run.configure_snapshots(snapshots, module.SOURCES)
+            module.pipeline(run)
+            run.finish()
     except Exception as exc:
         status, code, message = _outcome(exc, module.FLOW_FILE)
         if raise_errors:
@@ -49,8 +51,6 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     finally:
         if run is not None and report:
             run.report.write(report, status, message)
-        if spark is not None:
-            restore_conf(spark, saved_conf)  # `config` applies to its own run, not to the caller's later work
     if message:
         print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
     elif run is not None:
@@ -60,14 +60,26 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     return code, run
 
 
-def _apply_config(spark, config: dict) -> dict:
-    """A flow's `config` on a session the caller gave; returns the settings it changed, as they were. A
-    static setting (fixed when the session started) cannot change: it stays as the session has it."""
-    static = [k for k in config if not spark.conf.isModifiable(k)]
-    for k in static:
-        print(f"note: config {k} is fixed when a Spark session starts; this run keeps the session's value",
-              file=sys.stderr)
-    return set_conf(spark, {k: v for k, v in config.items() if k not in static})
+def _modifiable(spark, config: dict) -> dict:
+    """The settings of `config` a running session can take. One fixed when a Spark session starts stays as
+    the session has it (said on stderr); Spark tells which by refusing it."""
+    out = {}
+    for k, v in config.items():
+        try:
+            before = spark.conf.get(k, None)
+            spark.conf.set(k, v)
+        except AnalysisException as exc:
+            if exc.getCondition() not in ("CANNOT_MODIFY_CONFIG", "CANNOT_MODIFY_STATIC_CONFIG"):
+                raise
+            print(f"note: config {k} is fixed when a Spark session starts; this run keeps the session's value",
+                  file=sys.stderr)
+            continue
+        if before is None:  # (set for real by `settings`, which puts the session's own value back after the run)
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, before)
+        out[k] = v
+    return out
 
 
 def _outcome(exc: Exception, flow_file: str) -> tuple[str, ExitCode, str]:
@@ -106,8 +118,9 @@ def _internal_roots() -> tuple:
 
     roots = []
     for name in ("scopeflow", "scopeflow.runtime", "scopeflow.stdlib", "scopeflow.compiler", "scopeflow.dsl", "pyspark"):
-        spec = importlib.util.find_spec(name)  # (locates the package without running it: no compiler, no lark)
-        roots += [os.path.abspath(d) + os.sep for d in (spec.submodule_search_locations or []) if spec]
+        spec = importlib.util.find_spec(name)  # (locates a package without running it: no compiler, no lark)
+        if spec is not None:  # (a job may run with the runtime alone: no compiler, no dsl)
+            roots += [os.path.abspath(d) + os.sep for d in spec.submodule_search_locations or []]
     return tuple(roots)
 
 

@@ -48,7 +48,8 @@ def run_activation(run, spec: LoopSpec, body: Callable, entries: dict, imports: 
     """Run one activation of a loop to termination; return its outputs by emit name."""
     if act.resumed:  # a combined variable holds its reader's aggregates, not the variable's columns
         act.combined = {v: op for v, op in act.combined.items() if spec.combine.get(v) == op}
-        act.variables = {v: act.variables.get(v) if v in act.combined else _as_variable(run, spec, v, act.variables.get(v))
+        restored = act.variables
+        act.variables = {v: restored.get(v) if v in act.combined else _as_variable(run, spec, v, restored.get(v))
                          for v in spec.vars}
     else:
         act.variables = {v: _as_variable(run, spec, v, entries.get(v)) for v in spec.vars}

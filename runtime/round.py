@@ -42,6 +42,9 @@ class Round:
     def param(self, name: str):
         return self.run.param(name)
 
+    def positive(self, name: str) -> int:
+        return self.run.positive(name)
+
     def count(self, df: DataFrame, op: str, same_as: Optional[str] = None) -> DataFrame:
         """Attach the record counter of operator `op` (read back after the round's job).
 

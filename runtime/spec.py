@@ -35,7 +35,7 @@ Count = Union[int, Param]
 @frozen
 class Operator:
     """One operator of the plan: its kind, stream name and scope, its arguments and schema as text, and a
-    digest of everything that determines its output (`compiler.plan.Plan.signature`)."""
+    digest of everything that determines its output (`compiler.plan.Plan.digest`)."""
 
     kind: str
     name: Optional[str]
@@ -73,7 +73,7 @@ class LoopSpec:
     snapshot_every: Optional[Count] = None
     snapshot_recompute: bool = False
     var_nodes: dict = field(factory=dict)  # variable -> its operator id
-    combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (loop.Round.combine)
+    combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (`loop.combine`)
 
     @property
     def single_output(self) -> bool:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 import traceback
 from typing import Callable
 
@@ -28,7 +27,7 @@ def scalar_udf(fn: Callable, returns: str, arg_types: tuple | list = (), flow_li
     return _scalar_udf(fn, returns, tuple(arg_types), flow_line)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1024)  # a loop builds its expressions every round: one UDF object per function
 def _scalar_udf(fn: Callable, returns: str, arg_types: tuple, flow_line: int):
     from pyspark.sql import functions as F
 
@@ -93,7 +92,3 @@ def apply_table_functions(df, fns: list, ddl: str, flow_lines: list):
         yield from _batches(rows, arrow_schema)
 
     return df.mapInArrow(run, spark_schema)
-
-
-def excepthook_hint() -> None:  # pragma: no cover - debugging aid
-    sys.stderr.write("set --verbose to see Spark's own log output\n")

@@ -17,12 +17,17 @@ from scopeflow.runtime.arguments import SnapshotOptions, parse_params
 from scopeflow.runtime.launcher import execute
 
 
-def compile_file(path: str) -> str:
-    """The generated standalone PySpark script for a .flow file (FlowError on errors)."""
+def checked_plan(path: str):
+    """The checked plan of a .flow file (FlowError with every error of the file)."""
     result = check_file(path)
     if result.errors:
         raise FlowError(result.errors)
-    return plan_to_pyspark(result.plan, os.path.abspath(path))
+    return result.plan
+
+
+def compile_file(path: str) -> str:
+    """The generated standalone PySpark script for a .flow file (FlowError on errors)."""
+    return plan_to_pyspark(checked_plan(path), os.path.abspath(path))
 
 
 def load_generated(code: str, flow_file: str) -> types.ModuleType:
@@ -33,9 +38,15 @@ def load_generated(code: str, flow_file: str) -> types.ModuleType:
     return module
 
 
+def plan_to_module(plan, path: str) -> types.ModuleType:
+    """The generated module of a checked plan of the .flow file at `path`."""
+    flow_file = os.path.abspath(path)
+    return load_generated(plan_to_pyspark(plan, flow_file), flow_file)
+
+
 def compile_to_module(path: str) -> types.ModuleType:
     """The generated module of a .flow file; FlowError on compile errors."""
-    return load_generated(compile_file(path), os.path.abspath(path))
+    return plan_to_module(checked_plan(path), path)
 
 
 def run_file(path: str, params: Optional[dict] = None, spark=None, report: Optional[str] = None,

@@ -77,8 +77,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from scopeflow.api import load_generated
-    from scopeflow.compiler.codegen import plan_to_pyspark
+    from scopeflow.api import plan_to_module
     from scopeflow.runtime.launcher import run_with_arguments
 
     result = _load(args.file)
@@ -86,8 +85,7 @@ def cmd_run(args) -> int:
         return ExitCode.USAGE
     if result.errors:
         return ExitCode.COMPILE
-    flow_file = os.path.abspath(args.file)
-    return run_with_arguments(load_generated(plan_to_pyspark(result.plan, flow_file), flow_file), args)
+    return run_with_arguments(plan_to_module(result.plan, args.file), args)
 
 
 def cmd_graph(args) -> int:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, check_golden, read_output
+from conftest import EXAMPLES, check_golden, read_output
 from scopeflow.compiler import check_file
 from scopeflow.compiler.codegen import plan_to_pyspark
 

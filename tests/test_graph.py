@@ -517,3 +517,16 @@ def test_docs_graph_cc_svg():
     assert set(nodes) == set(node_lines(dot))
     assert sorted(edges) == sorted(f"{a}->{b}" for a, b, _ in edge_lines(dot))
     assert set(clusters) == set(re.findall(r"subgraph \"?(cluster_\w+)", dot))
+
+
+def test_every_operator_class_is_drawable_and_generated():
+    """A new IR class must be added to the graph's table and get a codegen visit (docs/architecture.md)."""
+    from scopeflow.compiler import ops
+    from scopeflow.compiler.codegen import Codegen
+
+    assert set(ops.OPERATORS) == set(G.TITLED)
+    statement_level = {ops.Source, ops.Values, ops.Loop, ops.LoopVar, ops.LoopImport, ops.LoopOutput}
+    for cls in ops.OPERATORS:
+        assert cls.chainable == (cls not in statement_level), cls
+        if cls.chainable:
+            assert hasattr(Codegen, f"visit_{cls.__name__}"), f"codegen has no visit_{cls.__name__}"

@@ -350,6 +350,32 @@ def test_until_empty_fires_before_feedback_runs_dry(spark, tmp_path):
     assert job.report["attempts"][-1]["decision"] == "until-empty"
 
 
+def test_until_stream_read_by_one_operator(spark, tmp_path):
+    """The `until` stream is what the round returns: it ends its chain even when a single operator reads it
+    (fused into that operator's chain, it was never bound in the round function)."""
+    flow = write_flow(tmp_path, """
+        source s = values (x: long) [(3), (5), (1), (9)]
+        r = loop l(v = s) until empty(nxt) {
+            nxt = v | where(x > 1) | select(x = x - 1)
+            out = nxt | where(x % 3 != 0)
+            feedback v <- out
+            emit out
+        }
+        sink r -> csv("out/r", header = true)
+    """)
+    job = run_file(flow, spark=spark)
+    v, want = [3, 5, 1, 9], []
+    while True:  # the same rounds in plain Python
+        nxt = [x - 1 for x in v if x > 1]
+        out = [x for x in nxt if x % 3 != 0]
+        want += out
+        if not out or not nxt:
+            break
+        v = out
+    assert Counter(read_output(str(tmp_path / "out" / "r"), (int,))) == Counter((x,) for x in want)
+    assert len(loop_rounds(job, "l")) > 2
+
+
 def test_max_fail_exit_code_3_prints_last_attempt(tmp_path, run_cli):
     flow = write_flow(tmp_path, """
         source seed = values (n: long) [(0)]
@@ -622,6 +648,22 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("changes")) == Counter(changes)
     assert Counter(rows("state")) == Counter(state.items())
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
+
+
+def test_a_flows_config_applies_to_its_run_on_a_callers_session(spark, example_copy, capsys):
+    """`config` reaches a session the caller gave (scopeflow's own keys too, which Spark does not know),
+    only for the run: after it the session has its own values again, also when the run failed."""
+    from scopeflow.runtime.errors import RuntimeFailure
+
+    flow = example_copy("connected_components.flow")
+    text = open(flow).read()
+    open(flow, "w").write('config "spark.scopeflow.combineAbove" = "lots"\n'
+                          'config "spark.sql.warehouse.dir" = "/elsewhere"\n' + text)
+    with pytest.raises(RuntimeFailure, match="spark.scopeflow.combineAbove=lots"):
+        run_file(flow, spark=spark)
+    assert spark.conf.get("spark.scopeflow.combineAbove", None) is None
+    assert "config spark.sql.warehouse.dir is fixed when a Spark session starts" in capsys.readouterr().err
+    assert spark.conf.get("spark.sql.warehouse.dir") != "/elsewhere"
 
 
 def test_source_and_sink_options_given_as_params(spark, tmp_path):

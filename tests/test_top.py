@@ -109,13 +109,63 @@ def test_top_per_round_inside_a_loop(spark, tmp_path):
     assert Counter(read_output(str(tmp_path / "out" / "tops"), (int, opt_int, int))) == want
 
 
+def test_top_without_keys_and_with_a_param_count_per_round(spark, tmp_path):
+    """`top(k, order ...)` in a loop: the round's k best records (a sort and a limit in the round's job)."""
+    rows = [(v, r) for _, _, v, r in ((g, h, v, RNG.randint(0, 3)) for g, h, v, _ in ROWS)]
+    flow = write(tmp_path, f"""
+        param k: long = 2
+        source t = values (v: long, r: long) [{rows_text(rows)}]
+        tops = loop l(x = t) {{
+            feedback x <- x | where(r > 0) | derive(r = r - 1)
+            emit x | top(k, order v desc) as best
+            emit x | top(1, order r, v) as first
+        }}
+        sink tops.best -> csv("out/best", header = true)
+        sink tops.first -> csv("out/first", header = true)
+    """)
+    run_file(flow, spark=spark, params={"k": 3})
+    best: Counter = Counter()
+    first: Counter = Counter()
+    for i in range(4):
+        now = [{"v": v, "r": r - i} for v, r in rows if r >= i]
+        best.update((r["v"], r["r"]) for r in reference_top(now, 3, [], [(lambda r: r["v"], True)], ["r"]))
+        first.update((r["v"], r["r"]) for r in reference_top(now, 1, [], [(lambda r: r["r"], False),
+                                                                            (lambda r: r["v"], False)], []))
+    assert Counter(read_output(str(tmp_path / "out" / "best"), (opt_int, int))) == best
+    assert Counter(read_output(str(tmp_path / "out" / "first"), (opt_int, int))) == first
+
+
+def test_a_top_count_param_below_one_fails_the_run(spark, tmp_path):
+    from scopeflow.runtime.errors import RuntimeFailure
+
+    flow = write(tmp_path, """
+        param k: long = 2
+        source t = values (g: long, v: long) [(1, 2)]
+        sink t | top(k, by g, order v) -> csv("out/t", header = true)
+    """)
+    with pytest.raises(RuntimeFailure, match="must be at least 1"):
+        run_file(flow, spark=spark, params={"k": 0})
+    assert not (tmp_path / "out" / "t").exists()
+
+
+DEF_TOP = """def best(s: (g: long, v: long), k: long = 2) {
+    return s | top(k, by g, order v desc)
+}
+def named(s: (g: long, v: long), k: string) {
+    return s | top(k, order v)
+}
+"""
+
+
 @pytest.mark.parametrize("text,code", [
     ("x = t | top(0, order v)", "E0320"),
     ("x = t | top(name, order v)", "E0104"),
     ("x = t | top(2, by g, order w)", "E0301"),
     ("x = t | top(2, order count())", "E0310"),
+    ("x = t | best(0)", "E0320"),
+    ('x = t | named("a")', "E0104"),
 ])
 def test_top_errors(text, code):
     result = check_flow('param name: string = "x"\nsource t = values (g: long, v: long) [(1, 2)]\n'
-                        f"{text}\nsink x -> console()\n")
+                        f"{DEF_TOP}{text}\nsink x -> console()\n")
     assert [d.code for d in result.errors] == [code], [d.render() for d in result.errors]

@@ -19,5 +19,6 @@ def check_unused_streams(plan: Plan, diagnostics: list) -> Plan:
         if (n.name and plan.uses(n.id) == 0 and not isinstance(n, (ops.Loop, ops.LoopVar, ops.LoopImport))
                 and n.span is not None and n.span.file == plan.file):
             diagnostics.append(Diagnostic("W0003", f"stream `{n.name}` is defined but never used", n.span,
-                                          severity="warning", label="unused", hints=("sink it, emit it, or remove it",)))
+                                          severity="warning", label="unused",
+                                          hints=("sink it, emit it, or remove it",)))
     return plan

@@ -14,11 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 
 from scopeflow.runtime import cluster
+from venvs import can_import, linked_venv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -30,28 +30,13 @@ SCOPEFLOW = [sys.executable, "-m", "scopeflow.cli"]
 EXECUTOR_PACKAGES = ("numpy", "numpy.libs", "pandas", "pyarrow", "dateutil", "pytz", "tzdata", "six.py")
 
 
-def _can_import(python: str, module: str) -> bool:
-    # not from the checkout's root, where `import scopeflow` would find the ./scopeflow folder
-    folder = os.path.dirname(os.path.dirname(python))
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, cwd=folder).returncode == 0
-
-
 @pytest.fixture(scope="package")
 def executor_python(tmp_path_factory) -> str:
     """A Python for Spark's workers with numpy/pandas/pyarrow but without scopeflow (and without pyspark)."""
-    venv = tmp_path_factory.mktemp("executor-venv")
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    python = str(venv / "bin" / "python")
-    site = subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   text=True).strip()
-    source = sysconfig.get_paths()["purelib"]
-    for name in EXECUTOR_PACKAGES:
-        if os.path.exists(os.path.join(source, name)):
-            os.symlink(os.path.join(source, name), os.path.join(site, name))
-    assert _can_import(python, "pyarrow, pandas, numpy"), "the executor venv cannot import the Arrow stack"
-    assert not _can_import(python, "scopeflow"), "the executor venv must not see scopeflow"
-    assert not _can_import(python, "pyspark"), "the executor venv must not see the driver's pyspark"
+    python = linked_venv(tmp_path_factory.mktemp("executor-venv"), EXECUTOR_PACKAGES)
+    assert can_import(python, "pyarrow, pandas, numpy"), "the executor venv cannot import the Arrow stack"
+    assert not can_import(python, "scopeflow"), "the executor venv must not see scopeflow"
+    assert not can_import(python, "pyspark"), "the executor venv must not see the driver's pyspark"
     return python
 
 
