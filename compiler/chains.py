@@ -4,7 +4,8 @@ A chain never crosses a scope boundary (loop entry, feedback edge, emit): loop
 heads, imports, loops and loop outputs are never chained. A stateful operator
 (`reduce`, `distinct`) ends a chain (its output is state, materialised per round),
 and a `join` starts one (it is a shuffle boundary with two inputs). An operator
-whose output feeds several consumers ends its chain, so nothing is computed twice.
+whose output is read by anything else than the next one ends its chain, so
+nothing is computed twice and what a round returns is bound to a name.
 """
 from __future__ import annotations
 
@@ -18,10 +19,6 @@ MAX_CHAIN = 8  # operators per chain at most: a generated function stays readabl
 def build_chains(plan: Plan, diagnostics: list) -> Plan:
     chains: list[list] = []  # [chain id, scope, node ids]
     chain_of: dict[str, list] = {}
-    feedback_sources = {src for s in plan.scopes.values() for _, src in s.feedback}
-    # emitted, sunk and `until` streams are what a round or the pipeline returns: each ends its chain
-    materialised = {e.node for s in plan.scopes.values() for e in s.emits} | {s.node for s in plan.sinks}
-    materialised |= {s.options.until for s in plan.scopes.values() if s.options.until is not None}
     for node in plan.nodes.values():
         if not node.chainable:
             continue
@@ -33,9 +30,9 @@ def build_chains(plan: Plan, diagnostics: list) -> Plan:
             and prev.scope == node.scope
             and not prev.stateful
             and not node.starts_chain
-            and prev.id not in feedback_sources
-            and len(plan.consumers(prev.id)) == 1
-            and prev.id not in materialised
+            # read by this operator alone: not fed back, emitted, sunk or watched by `until`, which take
+            # what a round or the pipeline returns (`Plan.uses` counts them all)
+            and plan.uses(prev.id) == 1
             and len(chain[2]) < MAX_CHAIN
         )
         if fusable:
