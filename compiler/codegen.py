@@ -205,7 +205,7 @@ class Codegen:
 
     def loop_output(self, loop: ops.Loop) -> str:
         """What a loop's statement binds: its single output, or the loop (its outputs by name)."""
-        outs = [n for n in self.plan.nodes.values() if isinstance(n, ops.LoopOutput) and n.inputs == (loop.id,)]
+        outs = [self.plan.nodes[c] for c in self.plan.consumers(loop.id)]  # its LoopOutputs
         return outs[0].id if len(outs) == 1 and outs[0].emit is None else loop.id
 
     def loop_call(self, node: ops.Loop, ctx: str) -> str:

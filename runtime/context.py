@@ -12,6 +12,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Callable, Optional
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -46,13 +47,13 @@ LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoin
              OBSERVE_ALL_ATTEMPTS: "true"}
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
-MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
 
 
 @contextmanager
-def settings(spark, values: dict):
-    """Session settings for the duration of a block, put back as they were after it, also when it fails."""
-    saved = set_conf(spark, values)
+def settings(spark, values: dict, on_fixed: Optional[Callable] = None):
+    """Session settings for the duration of a block, put back as they were after it, also when it fails.
+    `on_fixed(key)`: see `set_conf`."""
+    saved = set_conf(spark, values, on_fixed)
     try:
         yield
     except BaseException as failure:
@@ -61,12 +62,21 @@ def settings(spark, values: dict):
     restore_conf(spark, saved)
 
 
-def set_conf(spark, values: dict) -> dict:
-    """Set session settings; return what they were (None: not set), for `restore_conf`."""
+def set_conf(spark, values: dict, on_fixed: Optional[Callable] = None) -> dict:
+    """Set session settings; return what they were (None: not set), for `restore_conf`. With `on_fixed`, a
+    setting Spark refuses because it is fixed when a session starts is left as the session has it, and
+    `on_fixed(key)` is called; without it, Spark's refusal is raised."""
     saved = {}
     for k, v in values.items():
-        saved[k] = spark.conf.get(k, None)
-        spark.conf.set(k, v)
+        before = spark.conf.get(k, None)
+        try:
+            spark.conf.set(k, v)
+        except AnalysisException as exc:
+            if on_fixed is None or exc.getCondition() not in ("CANNOT_MODIFY_CONFIG", "CANNOT_MODIFY_STATIC_CONFIG"):
+                raise
+            on_fixed(k)
+            continue
+        saved[k] = before
     return saved
 
 
@@ -109,7 +119,6 @@ class RunContext:
         self.diagnostics = diagnostics  # record the size of every round's plans (tests)
         self.run_id = uuid.uuid4().hex[:8]
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        self.max_emit_pieces = MAX_EMIT_PIECES
         self.jvm_metrics = not is_connect(spark)
         self.checkpoints = Checkpoints(spark)
         self.counters = Counters(spark)

@@ -12,8 +12,6 @@ import re
 import sys
 from typing import Optional
 
-from pyspark.errors import AnalysisException
-
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
 from scopeflow.runtime.context import RunContext, settings
 from scopeflow.runtime.errors import ExitCode, RuntimeFailure
@@ -36,8 +34,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                                   verbose)
             config = {}  # the session was built with them
         else:  # a caller's session: this run's `config` applies to this run only
-            config = _modifiable(spark, module.CONFIG)
-        with settings(spark, config):
+            config = module.CONFIG
+        with settings(spark, config, on_fixed=_fixed):
             run = RunContext(spark, module, params if params is not None else parse_params(module.PARAMS, []),
                              progress, trace, detailed=bool(report), diagnostics=diagnostics)
             if snapshots is not None and snapshots.wanted(module):
@@ -60,26 +58,9 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     return code, run
 
 
-def _modifiable(spark, config: dict) -> dict:
-    """The settings of `config` a running session can take. One fixed when a Spark session starts stays as
-    the session has it (said on stderr); Spark tells which by refusing it."""
-    out = {}
-    for k, v in config.items():
-        try:
-            before = spark.conf.get(k, None)
-            spark.conf.set(k, v)
-        except AnalysisException as exc:
-            if exc.getCondition() not in ("CANNOT_MODIFY_CONFIG", "CANNOT_MODIFY_STATIC_CONFIG"):
-                raise
-            print(f"note: config {k} is fixed when a Spark session starts; this run keeps the session's value",
-                  file=sys.stderr)
-            continue
-        if before is None:  # (set for real by `settings`, which puts the session's own value back after the run)
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, before)
-        out[k] = v
-    return out
+def _fixed(key: str) -> None:
+    print(f"note: config {key} is fixed when a Spark session starts; this run keeps the session's value",
+          file=sys.stderr)
 
 
 def _outcome(exc: Exception, flow_file: str) -> tuple[str, ExitCode, str]:

@@ -25,6 +25,8 @@ from scopeflow.runtime.spec import LoopSpec, ddl_columns
 from scopeflow.runtime.state import ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
+MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
+
 
 @define
 class Activation:
@@ -103,7 +105,7 @@ class LoopExecutor:
         combined variables)."""
         run, spec, act = self.run, self.spec, self.act
         started = time.perf_counter()
-        rnd = Round(run, spec, act, act.states)
+        rnd = Round(run, spec, act)
         group = run.round_group(spec.scope, act.number, act.round)
         last_fed = dict(act.received)  # the records the previous round fed back (unknown in a fresh first round)
         variables = act.variables
@@ -159,7 +161,7 @@ class LoopExecutor:
         act = self.act
         for node in {e.node: None for e in self.spec.emits if e.mode == "all"}:  # several emits may share a stream
             act.emitted[node].append(emit_ck[node])
-            if len(act.emitted[node]) > self.run.max_emit_pieces:
+            if len(act.emitted[node]) > MAX_EMIT_PIECES:
                 act.emitted[node] = [union_all(act.emitted[node]).localCheckpoint(eager=True)]
         for e in self.spec.emits:
             if e.mode == "last":

@@ -19,12 +19,11 @@ from scopeflow.runtime.state import DistinctState, ReduceState
 
 
 class Round:
-    def __init__(self, run, spec, activation, states: dict):
+    def __init__(self, run, spec, activation):
         self.run = run
         self.spec = spec
-        self.activation = activation  # loop.Activation
         self.index = activation.round
-        self.states = states
+        self.states = activation.states  # reduce/distinct states: a round adds those its operators start
         self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
