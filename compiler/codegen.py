@@ -95,7 +95,7 @@ class Codegen:
         desc = n.describe()
         detail = f"{desc} {n.schema}" if desc else str(n.schema)
         fields = (n.kind, n.name, n.scope, detail, self.plan.digest(n.id))
-        return f"sf.Operator({', '.join(_py(f) for f in fields)})"
+        return f"sf.Operator({', '.join(_py(f) for f in fields)}, at={_at(n.span)})"
 
     @staticmethod
     def constant(value) -> str:
@@ -136,7 +136,7 @@ class Codegen:
         out += ["    " + line for line in self.statements(scope, "run", used)]
         for sink in self.plan.sinks:
             out.append(f"    run.sink({_py(sink.node)}, {self.ident(sink.node)}, {_py(sink.format)}, "
-                       f"{self.value(sink.path, 'run')}, {self.options(sink.options, 'run')})")
+                       f"{self.value(sink.path, 'run')}, {self.options(sink.options, 'run')}, at={_at(sink.span)})")
         return out
 
     def round_function(self, scope: Scope, used: list) -> list[str]:
@@ -176,7 +176,7 @@ class Codegen:
         import is a parameter; an operator inside a chain is computed by its chain)."""
         if isinstance(node, ops.Source):
             return (f"{ctx}.read({_py(node.id)}, {_py(node.format)}, {self.value(node.path, ctx)}, "
-                    f"{_py(node.schema.ddl())}, {self.options(node.options, ctx)}, line={_line(node)})")
+                    f"{_py(node.schema.ddl())}, {self.options(node.options, ctx)})")
         if isinstance(node, ops.Values):
             return f"{ctx}.values({_py(node.id)}, {_py(node.schema.ddl())}, {_py(list(node.rows))})"
         if isinstance(node, ops.Loop):
@@ -442,6 +442,13 @@ def _ordered(column: str, desc: bool) -> str:
 
 def _line(node: ops.Operator) -> int:
     return node.span.line if node.span else 0
+
+
+def _at(span) -> str:
+    """A span as the runtime's positions take it: (line, col, end col) on the span's first line."""
+    if span is None:
+        return "()"
+    return repr((span.line, span.col, span.end_col if span.end_line == span.line else 0))
 
 
 def _loop_fn(scope_id: str) -> str:

@@ -21,7 +21,8 @@ from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.errors import Position, RuntimeFailure
+from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
@@ -103,13 +104,18 @@ def _restore_while_failing(spark, saved: dict, failure: BaseException) -> None:
             failure.add_note(f"(the session's settings could not be put back: {type(exc).__name__}: {exc})")
 
 
+def flow_dir(module) -> str:
+    """The folder relative paths of the pipeline resolve against: the .flow file's."""
+    return os.path.dirname(os.path.abspath(module.FLOW_FILE))
+
+
 class RunContext:
     def __init__(self, spark, module, params: dict, progress: Optional[Progress] = None, trace: bool = False,
                  detailed: bool = False, diagnostics: bool = False):
         self.spark = spark
         self.pipeline = module.PIPELINE
         self.flow_file = module.FLOW_FILE
-        self.base_dir = os.path.dirname(os.path.abspath(self.flow_file))
+        self.base_dir = flow_dir(module)
         self.fingerprint = module.FINGERPRINT
         self.operators = dict(module.OPERATORS)  # operator id -> spec.Operator
         self.params = params  # name -> value (already typed)
@@ -152,9 +158,7 @@ class RunContext:
 
     def path(self, p: str) -> str:
         """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
-        if "://" in p or os.path.isabs(p):
-            return p
-        return os.path.join(self.base_dir, p)
+        return resolve(self.base_dir, p)
 
     def combine_above(self) -> int:
         """How many records a round must feed back (at least) for the next round to combine a reduce's feedback."""
@@ -184,10 +188,23 @@ class RunContext:
 
     # ---- sources ----------------------------------------------------------------------------------------
 
-    def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict, line: int) -> DataFrame:
+    def where(self, op: str, at: tuple = ()) -> Optional[Position]:
+        """Where operator `op` (or a sink at `at`) is in the .flow file."""
+        at = at or (self.operators[op].at if op in self.operators else ())
+        return Position(self.flow_file, *at) if at else None
+
+    def describe(self, op: str) -> str:
+        """An operator as the user wrote it: `source edges`, `reduce best`, `join`."""
+        o = self.operators.get(op)
+        if o is None:
+            return op
+        return f"{o.kind} `{o.name}`" if o.name else o.kind
+
+    def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict) -> DataFrame:
         full = path if fmt == "table" else self.path(path)
         if fmt != "table" and "://" not in full and not os.path.exists(full):
-            raise RuntimeFailure(f"source `{op}` ({self.flow_file}:{line}): input {full} does not exist",
+            raise RuntimeFailure(f"{self.describe(op)}: input {full} does not exist", code="E0501",
+                                 at=self.where(op), label="read here",
                                  hint="check the path; relative paths are relative to the .flow file")
         if fmt == "table":
             df = self.spark.read.table(path)
@@ -339,7 +356,7 @@ class RunContext:
 
     # ---- sinks ------------------------------------------------------------------------------------------
 
-    def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict) -> None:
+    def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict, at: tuple = ()) -> None:
         started = time.perf_counter()
         if fmt == "console":
             df.show(int(options.get("rows", 20)), truncate=False)

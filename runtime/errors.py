@@ -1,28 +1,93 @@
 """What a run can end with: the exit codes of `scopeflow` and of generated scripts, and the failures a
-user can act on (exit code 4), distinct from scopeflow bugs."""
+user can act on, distinct from scopeflow bugs.
+
+A failure names where in the `.flow` file it happened (`Position`: the operator's, source's or sink's
+span, carried by the generated code) and renders like the checker's diagnostics: code, `file:line:col`,
+the line with a caret under the span, and a hint. The runtime cannot use `dsl/` (it runs without it),
+so the excerpt is rendered here, from the `.flow` file when it is still there.
+"""
 from __future__ import annotations
 
 import enum
+import os
 from typing import Optional
+
+from attrs import frozen
 
 
 class ExitCode(enum.IntEnum):
     OK = 0
     COMPILE = 1  # the .flow file has errors
-    USAGE = 2  # bad command-line arguments or files
+    USAGE = 2  # bad command-line arguments or files, or a run refused before it starts
     MAX = 3  # a loop hit `max` rounds
     RUNTIME = 4  # Spark, the file system or a user's function failed
     SNAPSHOT = 5  # `--resume` refused a snapshot
+    INTERRUPTED = 130  # Ctrl-C (SIGINT); snapshots taken so far stay resumable
+
+
+@frozen
+class Position:
+    """Where an operator, source or sink is in its `.flow` file (1-based line and columns)."""
+
+    file: str
+    line: int
+    col: int = 1
+    end_col: int = 0  # 0: to the end of the line
+
+    def __str__(self) -> str:
+        return f"{_shown(self.file)}:{self.line}:{self.col}"
+
+    def excerpt(self, label: str = "") -> list[str]:
+        out = [f"  --> {self}"]
+        try:
+            with open(self.file, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            return out
+        if not 1 <= self.line <= len(lines):
+            return out
+        text = lines[self.line - 1]
+        gutter = " " * len(str(self.line))
+        end = self.end_col if self.end_col > self.col else len(text) + 1
+        return out + [f" {gutter} |", f" {self.line} | {text}",
+                      f" {gutter} | {' ' * (self.col - 1)}{'^' * max(1, end - self.col)} {label}".rstrip()]
+
+
+def _shown(path: str) -> str:
+    """A path as the user typed it, more or less: relative to the working folder when under it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 class RuntimeFailure(Exception):
-    def __init__(self, message: str, hint: Optional[str] = None):
+    """A failure the user can act on. `code` is one of docs/errors.md's; `at` where in the .flow file."""
+
+    exit_code = ExitCode.RUNTIME
+
+    def __init__(self, message: str, hint: Optional[str] = None, code: Optional[str] = None,
+                 at: Optional[Position] = None, label: str = "", notes: tuple = ()):
         self.message = message
         self.hint = hint
+        self.code = code
+        self.at = at
+        self.label = label
+        self.notes = tuple(notes)
         super().__init__(message)
 
     def render(self) -> str:
-        out = f"error: {self.message}"
+        out = [f"error[{self.code}]: {self.message}" if self.code else f"error: {self.message}"]
+        if self.at is not None:
+            out += self.at.excerpt(self.label)
+        out += [f"   = note: {n}" for n in self.notes]
         if self.hint:
-            out += f"\n   = help: {self.hint}"
-        return out
+            out.append(f"   = help: {self.hint}")
+        return "\n".join(out)
+
+
+class RunRefused(RuntimeFailure):
+    """A run refused before it starts (bad inputs, unsafe sink paths): nothing was computed or written."""
+
+    exit_code = ExitCode.USAGE

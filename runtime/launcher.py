@@ -13,8 +13,9 @@ import sys
 from typing import Optional
 
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
-from scopeflow.runtime.context import RunContext, settings
-from scopeflow.runtime.errors import ExitCode, RuntimeFailure
+from scopeflow.runtime.context import RunContext, flow_dir, settings
+from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure
+from scopeflow.runtime.preflight import preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused
@@ -29,6 +30,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     run = None
     status, code, message = "ok", ExitCode.OK, None
     try:
+        values = params if params is not None else parse_params(module.PARAMS, [])
+        preflight(module, values, flow_dir(module))
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
@@ -36,8 +39,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         else:  # a caller's session: this run's `config` applies to this run only
             config = module.CONFIG
         with settings(spark, config, on_fixed=_fixed):
-            run = RunContext(spark, module, params if params is not None else parse_params(module.PARAMS, []),
-                             progress, trace, detailed=bool(report), diagnostics=diagnostics)
+            run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics)
             if snapshots is not None and snapshots.wanted(module):
                 run.configure_snapshots(snapshots, module.SOURCES)
             module.pipeline(run)
@@ -70,7 +72,7 @@ def _outcome(exc: Exception, flow_file: str) -> tuple[str, ExitCode, str]:
     if isinstance(exc, LoopMaxError):
         return "max", ExitCode.MAX, str(exc)
     if isinstance(exc, RuntimeFailure):
-        return "failed", ExitCode.RUNTIME, exc.render()
+        return ("refused" if isinstance(exc, RunRefused) else "failed"), exc.exit_code, exc.render()
     # Spark's and user functions' failures: one clean message, not a JVM wall
     return "failed", ExitCode.RUNTIME, describe_failure(exc, flow_file)
 

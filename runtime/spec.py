@@ -42,6 +42,7 @@ class Operator:
     scope: str
     detail: str
     digest: str
+    at: tuple = field(default=(), eq=False)  # (line, col, end col) in the .flow file; () when unknown
 
     def __str__(self) -> str:
         """The signature a snapshot is checked against (and names in its refusal)."""

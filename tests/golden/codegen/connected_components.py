@@ -18,30 +18,30 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e'),
-    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
-    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca'),
-    'n004': sf.Operator('select', None, 'pipeline', 'id=src, label=src (id: long, label: long)', '5009d2b3'),
-    'n005': sf.Operator('distinct', 'init', 'pipeline', '(id: long, label: long)', '9e3e7fde'),
-    'n006': sf.Operator('loop', 'cc', 'pipeline', 'scope cc ()', '5a436930'),
-    'n007': sf.Operator('var', 'labels', 'cc', 'entry n005 (id: long, label: long)', '8ac74089'),
-    'n008': sf.Operator('import', 'e', 'cc', 'from n003 (src: long, dst: long)', '4466417e'),
-    'n009': sf.Operator('reduce', 'best', 'cc', 'by id: label=min (id: long, label: long)', '7c11ced0'),
-    'n010': sf.Operator('join', None, 'cc', 'inner on id=src (id: long, label: long, src: long, dst: long)', '1a0321fd'),
-    'n011': sf.Operator('select', 'spread', 'cc', 'id=dst, label (id: long, label: long)', '089b210c'),
-    'n012': sf.Operator('loop_out', 'components', 'pipeline', 'emit state from cc (id: long, label: long)', '71543c01'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e', at=(4, 1, 81)),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040', at=(6, 30, 58)),
+    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca', at=(6, 16, 59)),
+    'n004': sf.Operator('select', None, 'pipeline', 'id=src, label=src (id: long, label: long)', '5009d2b3', at=(7, 15, 44)),
+    'n005': sf.Operator('distinct', 'init', 'pipeline', '(id: long, label: long)', '9e3e7fde', at=(7, 47, 55)),
+    'n006': sf.Operator('loop', 'cc', 'pipeline', 'scope cc ()', '5a436930', at=(9, 14, 0)),
+    'n007': sf.Operator('var', 'labels', 'cc', 'entry n005 (id: long, label: long)', '8ac74089', at=(9, 22, 35)),
+    'n008': sf.Operator('import', 'e', 'cc', 'from n003 (src: long, dst: long)', '4466417e', at=(9, 43, 51)),
+    'n009': sf.Operator('reduce', 'best', 'cc', 'by id: label=min (id: long, label: long)', '7c11ced0', at=(10, 23, 56)),
+    'n010': sf.Operator('join', None, 'cc', 'inner on id=src (id: long, label: long, src: long, dst: long)', '1a0321fd', at=(11, 21, 49)),
+    'n011': sf.Operator('select', 'spread', 'cc', 'id=dst, label (id: long, label: long)', '089b210c', at=(11, 52, 90)),
+    'n012': sf.Operator('loop_out', 'components', 'pipeline', 'emit state from cc (id: long, label: long)', '71543c01', at=(13, 5, 20)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
 
 
 def pipeline(run):
     """The pipeline scope of `connected_components`."""
-    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=4).transform(run.share, 'n001')
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}).transform(run.share, 'n001')
     n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
     both = edges.unionByName(n002).transform(run.count, 'n003').transform(run.share, 'n003')
     init = chain_c03(run, both)
     components = run.loop(LOOP_CC, loop_cc, entries={'labels': init}, imports={'e': both})
-    run.sink('n012', components, 'csv', 'out/components', {'header': True})
+    run.sink('n012', components, 'csv', 'out/components', {'header': True}, at=(15, 1, 56))
 
 
 def chain_c03(ctx, both):

@@ -18,37 +18,37 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2'),
-    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211'),
-    'n003': sf.Operator('select', None, 'pipeline', 'id, hub=1.0 (id: long, hub: double)', '4ec9fafa'),
-    'n004': sf.Operator('select', None, 'pipeline', 'id, auth=1.0 (id: long, auth: double)', '32e745e8'),
-    'n005': sf.Operator('loop', 'hits', 'pipeline', 'scope hits ()', 'aff24590'),
-    'n006': sf.Operator('var', 'h', 'hits', 'entry n003 (id: long, hub: double)', '1a028840'),
-    'n007': sf.Operator('var', 'a', 'hits', 'entry n004 (id: long, auth: double)', 'f340c409'),
-    'n008': sf.Operator('import', 'e', 'hits', 'from n002 (src: long, dst: long)', 'ef674550'),
-    'n009': sf.Operator('join', None, 'hits', 'inner on id=src (id: long, hub: double, src: long, dst: long)', '259cf12c'),
-    'n010': sf.Operator('select', None, 'hits', 'id=dst, x=hub (id: long, x: double)', '1bed4537'),
-    'n011': sf.Operator('group', 'a2', 'hits', 'by id: auth=sum(x) (id: long, auth: double)', '0d70856d'),
-    'n012': sf.Operator('join', None, 'hits', 'inner on id=dst (id: long, auth: double, src: long, dst: long)', '8f58edf9'),
-    'n013': sf.Operator('select', None, 'hits', 'id=src, x=auth (id: long, x: double)', '997f4178'),
-    'n014': sf.Operator('group', 'h2', 'hits', 'by id: hub=sum(x) (id: long, hub: double)', '75711cc7'),
-    'n015': sf.Operator('loop_out', 'scores.hubs', 'pipeline', 'emit last hubs from hits (id: long, hub: double)', '2d1b8ac2'),
-    'n016': sf.Operator('loop_out', 'scores.auths', 'pipeline', 'emit last auths from hits (id: long, auth: double)', '0705bffd'),
+    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2', at=(3, 1, 81)),
+    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211', at=(4, 1, 87)),
+    'n003': sf.Operator('select', None, 'pipeline', 'id, hub=1.0 (id: long, hub: double)', '4ec9fafa', at=(6, 37, 58)),
+    'n004': sf.Operator('select', None, 'pipeline', 'id, auth=1.0 (id: long, auth: double)', '32e745e8', at=(7, 37, 59)),
+    'n005': sf.Operator('loop', 'hits', 'pipeline', 'scope hits ()', 'aff24590', at=(6, 10, 0)),
+    'n006': sf.Operator('var', 'h', 'hits', 'entry n003 (id: long, hub: double)', '1a028840', at=(6, 22, 58)),
+    'n007': sf.Operator('var', 'a', 'hits', 'entry n004 (id: long, auth: double)', 'f340c409', at=(7, 22, 59)),
+    'n008': sf.Operator('import', 'e', 'hits', 'from n002 (src: long, dst: long)', 'ef674550', at=(7, 67, 76)),
+    'n009': sf.Operator('join', None, 'hits', 'inner on id=src (id: long, hub: double, src: long, dst: long)', '259cf12c', at=(8, 14, 39)),
+    'n010': sf.Operator('select', None, 'hits', 'id=dst, x=hub (id: long, x: double)', '1bed4537', at=(8, 42, 71)),
+    'n011': sf.Operator('group', 'a2', 'hits', 'by id: auth=sum(x) (id: long, auth: double)', '0d70856d', at=(8, 75, 102)),
+    'n012': sf.Operator('join', None, 'hits', 'inner on id=dst (id: long, auth: double, src: long, dst: long)', '8f58edf9', at=(9, 14, 39)),
+    'n013': sf.Operator('select', None, 'hits', 'id=src, x=auth (id: long, x: double)', '997f4178', at=(9, 42, 72)),
+    'n014': sf.Operator('group', 'h2', 'hits', 'by id: hub=sum(x) (id: long, hub: double)', '75711cc7', at=(9, 75, 101)),
+    'n015': sf.Operator('loop_out', 'scores.hubs', 'pipeline', 'emit last hubs from hits (id: long, hub: double)', '2d1b8ac2', at=(12, 5, 25)),
+    'n016': sf.Operator('loop_out', 'scores.auths', 'pipeline', 'emit last auths from hits (id: long, auth: double)', '0705bffd', at=(13, 5, 26)),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `hits`."""
-    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3).transform(run.share, 'n001')
-    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4)
+    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}).transform(run.share, 'n001')
+    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True})
     n003 = vertices.select(F.col('id'), F.lit(1.0).alias('hub')).transform(run.count, 'n003')
     n004 = vertices.select(F.col('id'), F.lit(1.0).alias('auth')).transform(run.count, 'n004')
     hits = run.loop(LOOP_HITS, loop_hits, entries={'h': n003, 'a': n004}, imports={'e': edges})
     scores_hubs = hits['hubs']
     scores_auths = hits['auths']
-    run.sink('n015', scores_hubs, 'csv', 'out/hubs', {'header': True})
-    run.sink('n016', scores_auths, 'csv', 'out/auths', {'header': True})
+    run.sink('n015', scores_hubs, 'csv', 'out/hubs', {'header': True}, at=(15, 1, 51))
+    run.sink('n016', scores_auths, 'csv', 'out/auths', {'header': True}, at=(16, 1, 53))
 
 
 # ---- coloop hits --------------------------------------------------------------------------------------

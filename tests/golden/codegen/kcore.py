@@ -18,37 +18,37 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e'),
-    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
-    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca'),
-    'n004': sf.Operator('derive', None, 'pipeline', 'k=1 (src: long, dst: long, k: long)', '51386f38'),
-    'n005': sf.Operator('loop', 'kcore', 'pipeline', 'scope kcore ()', '04cdc88f'),
-    'n006': sf.Operator('var', 'g', 'kcore', 'entry n004 (src: long, dst: long, k: long)', '8d005f49'),
-    'n007': sf.Operator('loop', 'peel', 'kcore', 'scope kcore.peel ()', '69b39d77'),
-    'n008': sf.Operator('var', 'h', 'kcore.peel', 'entry n006 (src: long, dst: long, k: long)', 'f03d50d5'),
-    'n009': sf.Operator('group', 'deg', 'kcore.peel', 'by src: k=max, d=count (src: long, k: long, d: long)', 'd910595b'),
-    'n010': sf.Operator('where', None, 'kcore.peel', 'd < k (src: long, k: long, d: long)', '7c310a42'),
-    'n011': sf.Operator('select', 'low', 'kcore.peel', 'v=src (v: long)', 'ff758a60'),
-    'n012': sf.Operator('join', None, 'kcore.peel', 'anti on src=v (src: long, dst: long, k: long)', '9242f454'),
-    'n013': sf.Operator('join', 'kept', 'kcore.peel', 'anti on dst=v (src: long, dst: long, k: long)', 'be092d4d'),
-    'n014': sf.Operator('loop_out', 'stable', 'kcore', 'emit last from kcore.peel (src: long, dst: long, k: long)', '8654e8bb'),
-    'n015': sf.Operator('group', 'alive', 'kcore', 'by s=src (s: long)', '67ab5e43'),
-    'n016': sf.Operator('group', None, 'kcore', 'by v=src: k=max (v: long, k: long)', 'a6348f0e'),
-    'n017': sf.Operator('join', 'gone', 'kcore', 'anti on v=s (v: long, k: long)', '7c9fa85c'),
-    'n018': sf.Operator('select', None, 'kcore', 'id=v, core=k - 1 (id: long, core: long)', '9da42e4c'),
-    'n019': sf.Operator('derive', None, 'kcore', 'k=k + 1 (src: long, dst: long, k: long)', 'bb6746f4'),
-    'n020': sf.Operator('loop_out', 'cores', 'pipeline', 'emit all from kcore (id: long, core: long)', '4828fc7c'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long)', 'e86edb2e', at=(5, 1, 81)),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040', at=(6, 30, 58)),
+    'n003': sf.Operator('union', 'both', 'pipeline', '2 inputs (src: long, dst: long)', 'd8ca29ca', at=(6, 16, 59)),
+    'n004': sf.Operator('derive', None, 'pipeline', 'k=1 (src: long, dst: long, k: long)', '51386f38', at=(8, 31, 44)),
+    'n005': sf.Operator('loop', 'kcore', 'pipeline', 'scope kcore ()', '04cdc88f', at=(8, 9, 0)),
+    'n006': sf.Operator('var', 'g', 'kcore', 'entry n004 (src: long, dst: long, k: long)', '8d005f49', at=(8, 20, 44)),
+    'n007': sf.Operator('loop', 'peel', 'kcore', 'scope kcore.peel ()', '69b39d77', at=(9, 14, 0)),
+    'n008': sf.Operator('var', 'h', 'kcore.peel', 'entry n006 (src: long, dst: long, k: long)', 'f03d50d5', at=(9, 24, 29)),
+    'n009': sf.Operator('group', 'deg', 'kcore.peel', 'by src: k=max, d=count (src: long, k: long, d: long)', 'd910595b', at=(10, 20, 58)),
+    'n010': sf.Operator('where', None, 'kcore.peel', 'd < k (src: long, k: long, d: long)', '7c310a42', at=(11, 22, 34)),
+    'n011': sf.Operator('select', 'low', 'kcore.peel', 'v=src (v: long)', 'ff758a60', at=(11, 37, 52)),
+    'n012': sf.Operator('join', None, 'kcore.peel', 'anti on src=v (src: long, dst: long, k: long)', '9242f454', at=(12, 20, 61)),
+    'n013': sf.Operator('join', 'kept', 'kcore.peel', 'anti on dst=v (src: long, dst: long, k: long)', 'be092d4d', at=(13, 20, 61)),
+    'n014': sf.Operator('loop_out', 'stable', 'kcore', 'emit last from kcore.peel (src: long, dst: long, k: long)', '8654e8bb', at=(15, 9, 23)),
+    'n015': sf.Operator('group', 'alive', 'kcore', 'by s=src (s: long)', '67ab5e43', at=(17, 22, 39)),
+    'n016': sf.Operator('group', None, 'kcore', 'by v=src: k=max (v: long, k: long)', 'a6348f0e', at=(18, 17, 46)),
+    'n017': sf.Operator('join', 'gone', 'kcore', 'anti on v=s (v: long, k: long)', '7c9fa85c', at=(18, 49, 84)),
+    'n018': sf.Operator('select', None, 'kcore', 'id=v, core=k - 1 (id: long, core: long)', '9da42e4c', at=(19, 17, 45)),
+    'n019': sf.Operator('derive', None, 'kcore', 'k=k + 1 (src: long, dst: long, k: long)', 'bb6746f4', at=(20, 28, 45)),
+    'n020': sf.Operator('loop_out', 'cores', 'pipeline', 'emit all from kcore (id: long, core: long)', '4828fc7c', at=(19, 5, 45)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
 
 
 def pipeline(run):
     """The pipeline scope of `kcore`."""
-    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}, line=5).transform(run.share, 'n001')
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint', {'header': True}).transform(run.share, 'n001')
     n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
     n004 = chain_c02(run, edges, n002)
     cores = run.loop(LOOP_KCORE, loop_kcore, entries={'g': n004}, imports={})
-    run.sink('n020', cores, 'csv', 'out/cores', {'header': True})
+    run.sink('n020', cores, 'csv', 'out/cores', {'header': True}, at=(22, 1, 46))
 
 
 def chain_c02(ctx, edges, n002):

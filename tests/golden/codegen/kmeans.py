@@ -18,31 +18,31 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5'),
-    'n002': sf.Operator('source', 'centroids', 'pipeline', 'csv data/centroids.csv (cid: long, x: double, y: double)', '3c6f6885'),
-    'n003': sf.Operator('select', 'pts', 'pipeline', 'id, px=x, py=y (id: long, px: double, py: double)', '2a2c83c2'),
-    'n004': sf.Operator('loop', 'km', 'pipeline', 'scope km ()', 'ab1b0d6b'),
-    'n005': sf.Operator('var', 'c', 'km', 'entry n002 (cid: long, x: double, y: double)', '2c290fbb'),
-    'n006': sf.Operator('import', 'p', 'km', 'from n003 (id: long, px: double, py: double)', '53906777'),
-    'n007': sf.Operator('join', None, 'km', 'inner on true (id: long, px: double, py: double, cid: long, x: double, y: double)', 'e49f5232'),
-    'n008': sf.Operator('select', 'dist', 'km', 'id, cid, d=(px - x) * (px - x) + (py - y) * (py - y) (id: long, cid: long, d: double)', 'cdcddbef'),
-    'n009': sf.Operator('group', 'nearest', 'km', 'by id: m=min(d) (id: long, m: double)', 'cda30990'),
-    'n010': sf.Operator('join', None, 'km', 'inner on id=id and d=m (id: long, cid: long, d: double, m: double)', 'd5d103eb'),
-    'n011': sf.Operator('group', 'assign', 'km', 'by id: cid=min (id: long, cid: long)', 'ba92d34a'),
-    'n012': sf.Operator('join', None, 'km', 'inner on id=id (id: long, cid: long, px: double, py: double)', 'b59fb1cc'),
-    'n013': sf.Operator('group', 'moved', 'km', 'by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double)', '0aacd241'),
-    'n014': sf.Operator('loop_out', 'centers', 'pipeline', 'emit last from km (cid: long, x: double, y: double)', 'fe60c755'),
+    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5', at=(5, 1, 99)),
+    'n002': sf.Operator('source', 'centroids', 'pipeline', 'csv data/centroids.csv (cid: long, x: double, y: double)', '3c6f6885', at=(6, 1, 106)),
+    'n003': sf.Operator('select', 'pts', 'pipeline', 'id, px=x, py=y (id: long, px: double, py: double)', '2a2c83c2', at=(7, 16, 42)),
+    'n004': sf.Operator('loop', 'km', 'pipeline', 'scope km ()', 'ab1b0d6b', at=(9, 11, 0)),
+    'n005': sf.Operator('var', 'c', 'km', 'entry n002 (cid: long, x: double, y: double)', '2c290fbb', at=(9, 19, 32)),
+    'n006': sf.Operator('import', 'p', 'km', 'from n003 (id: long, px: double, py: double)', '53906777', at=(9, 40, 47)),
+    'n007': sf.Operator('join', None, 'km', 'inner on true (id: long, px: double, py: double, cid: long, x: double, y: double)', 'e49f5232', at=(10, 19, 35)),
+    'n008': sf.Operator('select', 'dist', 'km', 'id, cid, d=(px - x) * (px - x) + (py - y) * (py - y) (id: long, cid: long, d: double)', 'cdcddbef', at=(10, 38, 100)),
+    'n009': sf.Operator('group', 'nearest', 'km', 'by id: m=min(d) (id: long, m: double)', 'cda30990', at=(11, 22, 46)),
+    'n010': sf.Operator('join', None, 'km', 'inner on id=id and d=m (id: long, cid: long, d: double, m: double)', 'd5d103eb', at=(12, 22, 85)),
+    'n011': sf.Operator('group', 'assign', 'km', 'by id: cid=min (id: long, cid: long)', 'ba92d34a', at=(12, 88, 116)),
+    'n012': sf.Operator('join', None, 'km', 'inner on id=id (id: long, cid: long, px: double, py: double)', 'b59fb1cc', at=(13, 24, 53)),
+    'n013': sf.Operator('group', 'moved', 'km', 'by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double)', '0aacd241', at=(13, 56, 95)),
+    'n014': sf.Operator('loop_out', 'centers', 'pipeline', 'emit last from km (cid: long, x: double, y: double)', 'fe60c755', at=(15, 5, 20)),
 }
 SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `kmeans`."""
-    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
-    centroids = run.read('n002', 'csv', 'data/centroids.csv', 'cid bigint, x double, y double', {'header': True}, line=6)
+    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True})
+    centroids = run.read('n002', 'csv', 'data/centroids.csv', 'cid bigint, x double, y double', {'header': True})
     pts = points.select(F.col('id'), F.col('x').alias('px'), F.col('y').alias('py')).transform(run.count, 'n003')
     centers = run.loop(LOOP_KM, loop_km, entries={'c': centroids}, imports={'p': pts})
-    run.sink('n014', centers, 'csv', 'out/centers', {'header': True})
+    run.sink('n014', centers, 'csv', 'out/centers', {'header': True}, at=(17, 1, 50))
 
 
 # ---- loop km ----------------------------------------------------------------------------------------

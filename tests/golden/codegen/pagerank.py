@@ -18,33 +18,33 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2'),
-    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211'),
-    'n003': sf.Operator('group', 'degrees', 'pipeline', 'by src: out_degree=count (src: long, out_degree: long)', 'e68879d9'),
-    'n004': sf.Operator('join', None, 'pipeline', 'inner on src=src (src: long, dst: long, out_degree: long)', '5cfcd854'),
-    'n005': sf.Operator('select', 'out_edges', 'pipeline', 'src, dst, out_degree (src: long, dst: long, out_degree: long)', 'c05de156'),
-    'n006': sf.Operator('select', None, 'pipeline', 'id, rank=1.0 (id: long, rank: double)', '94722038'),
-    'n007': sf.Operator('loop', 'pr', 'pipeline', 'scope pr ()', 'af499bc2'),
-    'n008': sf.Operator('var', 'r', 'pr', 'entry n006 (id: long, rank: double)', 'b0ea0c41'),
-    'n009': sf.Operator('import', 'e', 'pr', 'from n005 (src: long, dst: long, out_degree: long)', '16b81845'),
-    'n010': sf.Operator('join', None, 'pr', 'inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long)', '6082ea9d'),
-    'n011': sf.Operator('select', 'contrib', 'pr', 'id=dst, c=rank / out_degree (id: long, c: double)', 'bb4a1c4f'),
-    'n012': sf.Operator('group', None, 'pr', 'by id: s=sum(c) (id: long, s: double)', 'cb6cbf2e'),
-    'n013': sf.Operator('select', 'next', 'pr', 'id, rank=0.15 + 0.85 * s (id: long, rank: double)', '5bac8153'),
-    'n014': sf.Operator('loop_out', 'ranks', 'pipeline', 'emit last from pr (id: long, rank: double)', 'fd442119'),
+    'n001': sf.Operator('source', 'vertices', 'pipeline', 'csv data/vertices.csv (id: long)', '95db2af2', at=(3, 1, 81)),
+    'n002': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '1e2bc211', at=(4, 1, 87)),
+    'n003': sf.Operator('group', 'degrees', 'pipeline', 'by src: out_degree=count (src: long, out_degree: long)', 'e68879d9', at=(6, 21, 56)),
+    'n004': sf.Operator('join', None, 'pipeline', 'inner on src=src (src: long, dst: long, out_degree: long)', '5cfcd854', at=(7, 21, 63)),
+    'n005': sf.Operator('select', 'out_edges', 'pipeline', 'src, dst, out_degree (src: long, dst: long, out_degree: long)', 'c05de156', at=(7, 66, 94)),
+    'n006': sf.Operator('select', None, 'pipeline', 'id, rank=1.0 (id: long, rank: double)', '94722038', at=(9, 32, 54)),
+    'n007': sf.Operator('loop', 'pr', 'pipeline', 'scope pr ()', 'af499bc2', at=(9, 9, 0)),
+    'n008': sf.Operator('var', 'r', 'pr', 'entry n006 (id: long, rank: double)', 'b0ea0c41', at=(9, 17, 54)),
+    'n009': sf.Operator('import', 'e', 'pr', 'from n005 (src: long, dst: long, out_degree: long)', '16b81845', at=(9, 62, 75)),
+    'n010': sf.Operator('join', None, 'pr', 'inner on id=src (id: long, rank: double, src: long, dst: long, out_degree: long)', '6082ea9d', at=(10, 19, 44)),
+    'n011': sf.Operator('select', 'contrib', 'pr', 'id=dst, c=rank / out_degree (id: long, c: double)', 'bb4a1c4f', at=(10, 47, 92)),
+    'n012': sf.Operator('group', None, 'pr', 'by id: s=sum(c) (id: long, s: double)', 'cb6cbf2e', at=(11, 25, 49)),
+    'n013': sf.Operator('select', 'next', 'pr', 'id, rank=0.15 + 0.85 * s (id: long, rank: double)', '5bac8153', at=(11, 52, 86)),
+    'n014': sf.Operator('loop_out', 'ranks', 'pipeline', 'emit last from pr (id: long, rank: double)', 'fd442119', at=(13, 5, 19)),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `pagerank`."""
-    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True}, line=3)
-    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=4).transform(run.share, 'n002')
+    vertices = run.read('n001', 'csv', 'data/vertices.csv', 'id bigint', {'header': True})
+    edges = run.read('n002', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}).transform(run.share, 'n002')
     degrees = edges.groupBy(F.col('src')).agg(F.count(F.lit(1)).alias('out_degree')).transform(run.count, 'n003')
     out_edges = chain_c02(run, edges, degrees)
     n006 = vertices.select(F.col('id'), F.lit(1.0).alias('rank')).transform(run.count, 'n006')
     ranks = run.loop(LOOP_PR, loop_pr, entries={'r': n006}, imports={'e': out_edges})
-    run.sink('n014', ranks, 'csv', 'out/ranks', {'header': True})
+    run.sink('n014', ranks, 'csv', 'out/ranks', {'header': True}, at=(15, 1, 46))
 
 
 def chain_c02(ctx, edges, degrees):

@@ -18,28 +18,28 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18'),
-    'n002': sf.Operator('source', 'seeds', 'pipeline', 'csv data/seeds.csv (v: long)', '68c40fce'),
-    'n003': sf.Operator('select', None, 'pipeline', 'v (v: long)', '6718a15e'),
-    'n004': sf.Operator('loop', 'reach', 'pipeline', 'scope reach ()', 'b97e2918'),
-    'n005': sf.Operator('var', 'r', 'reach', 'entry n003 (v: long)', 'fa4346a7'),
-    'n006': sf.Operator('import', 'e', 'reach', 'from n001 (src: long, dst: long)', '4d5eeef0'),
-    'n007': sf.Operator('join', None, 'reach', 'inner on v=src (v: long, src: long, dst: long)', '326c152c'),
-    'n008': sf.Operator('select', None, 'reach', 'v=dst (v: long)', '92973977'),
-    'n009': sf.Operator('union', None, 'reach', '2 inputs (v: long)', '5500f6d9'),
-    'n010': sf.Operator('distinct', 'next', 'reach', '(v: long)', '5789abf0'),
-    'n011': sf.Operator('loop_out', 'reached', 'pipeline', 'emit all from reach (v: long)', 'e996d029'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18', at=(3, 1, 87)),
+    'n002': sf.Operator('source', 'seeds', 'pipeline', 'csv data/seeds.csv (v: long)', '68c40fce', at=(4, 1, 74)),
+    'n003': sf.Operator('select', None, 'pipeline', 'v (v: long)', '6718a15e', at=(6, 34, 43)),
+    'n004': sf.Operator('loop', 'reach', 'pipeline', 'scope reach ()', 'b97e2918', at=(6, 11, 0)),
+    'n005': sf.Operator('var', 'r', 'reach', 'entry n003 (v: long)', 'fa4346a7', at=(6, 22, 43)),
+    'n006': sf.Operator('import', 'e', 'reach', 'from n001 (src: long, dst: long)', '4d5eeef0', at=(6, 51, 60)),
+    'n007': sf.Operator('join', None, 'reach', 'inner on v=src (v: long, src: long, dst: long)', '326c152c', at=(7, 16, 40)),
+    'n008': sf.Operator('select', None, 'reach', 'v=dst (v: long)', '92973977', at=(7, 43, 60)),
+    'n009': sf.Operator('union', None, 'reach', '2 inputs (v: long)', '5500f6d9', at=(7, 63, 71)),
+    'n010': sf.Operator('distinct', 'next', 'reach', '(v: long)', '5789abf0', at=(7, 74, 82)),
+    'n011': sf.Operator('loop_out', 'reached', 'pipeline', 'emit all from reach (v: long)', 'e996d029', at=(9, 5, 14)),
 }
 SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `reachability`."""
-    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3)
-    seeds = run.read('n002', 'csv', 'data/seeds.csv', 'v bigint', {'header': True}, line=4)
+    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True})
+    seeds = run.read('n002', 'csv', 'data/seeds.csv', 'v bigint', {'header': True})
     n003 = seeds.select(F.col('v')).transform(run.count, 'n003')
     reached = run.loop(LOOP_REACH, loop_reach, entries={'r': n003}, imports={'e': edges})
-    run.sink('n011', reached, 'csv', 'out/reached', {'header': True})
+    run.sink('n011', reached, 'csv', 'out/reached', {'header': True}, at=(11, 1, 50))
 
 
 # ---- loop reach -------------------------------------------------------------------------------------

@@ -18,27 +18,27 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long, w: double)', 'dc987b11'),
-    'n002': sf.Operator('where', None, 'pipeline', 'src == source_id (src: long, dst: long, w: double)', '6b256907'),
-    'n003': sf.Operator('group', None, 'pipeline', 'by id=src (id: long)', '9c423e80'),
-    'n004': sf.Operator('select', 'start', 'pipeline', 'id, dist=0.0 (id: long, dist: double)', 'ea1a2c6e'),
-    'n005': sf.Operator('loop', 'sssp', 'pipeline', 'scope sssp ()', '8ad79941'),
-    'n006': sf.Operator('var', 'd', 'sssp', 'entry n004 (id: long, dist: double)', 'fc164ec5'),
-    'n007': sf.Operator('import', 'e', 'sssp', 'from n001 (src: long, dst: long, w: double)', '3a44d5f3'),
-    'n008': sf.Operator('reduce', 'best', 'sssp', 'by id: dist=min (id: long, dist: double)', '7a0db214'),
-    'n009': sf.Operator('join', None, 'sssp', 'inner on id=src (id: long, dist: double, src: long, dst: long, w: double)', '99f01bb9'),
-    'n010': sf.Operator('select', 'relax', 'sssp', 'id=dst, dist=dist + w (id: long, dist: double)', '719d84a6'),
-    'n011': sf.Operator('loop_out', 'dists', 'pipeline', 'emit state from sssp (id: long, dist: double)', '351da6b8'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv $edges_path (src: long, dst: long, w: double)', 'dc987b11', at=(6, 1, 92)),
+    'n002': sf.Operator('where', None, 'pipeline', 'src == source_id (src: long, dst: long, w: double)', '6b256907', at=(8, 17, 40)),
+    'n003': sf.Operator('group', None, 'pipeline', 'by id=src (id: long)', '9c423e80', at=(8, 43, 61)),
+    'n004': sf.Operator('select', 'start', 'pipeline', 'id, dist=0.0 (id: long, dist: double)', 'ea1a2c6e', at=(8, 64, 86)),
+    'n005': sf.Operator('loop', 'sssp', 'pipeline', 'scope sssp ()', '8ad79941', at=(10, 9, 0)),
+    'n006': sf.Operator('var', 'd', 'sssp', 'entry n004 (id: long, dist: double)', 'fc164ec5', at=(10, 19, 28)),
+    'n007': sf.Operator('import', 'e', 'sssp', 'from n001 (src: long, dst: long, w: double)', '3a44d5f3', at=(10, 36, 45)),
+    'n008': sf.Operator('reduce', 'best', 'sssp', 'by id: dist=min (id: long, dist: double)', '7a0db214', at=(11, 17, 48)),
+    'n009': sf.Operator('join', None, 'sssp', 'inner on id=src (id: long, dist: double, src: long, dst: long, w: double)', '99f01bb9', at=(12, 20, 48)),
+    'n010': sf.Operator('select', 'relax', 'sssp', 'id=dst, dist=dist + w (id: long, dist: double)', '719d84a6', at=(12, 51, 93)),
+    'n011': sf.Operator('loop_out', 'dists', 'pipeline', 'emit state from sssp (id: long, dist: double)', '351da6b8', at=(14, 5, 20)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
 
 
 def pipeline(run):
     """The pipeline scope of `sssp`."""
-    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint, w double', {'header': True}, line=6).transform(run.share, 'n001')
+    edges = run.read('n001', 'csv', run.param('edges_path'), 'src bigint, dst bigint, w double', {'header': True}).transform(run.share, 'n001')
     start = chain_c01(run, edges)
     dists = run.loop(LOOP_SSSP, loop_sssp, entries={'d': start}, imports={'e': edges})
-    run.sink('n011', dists, 'csv', 'out/distances', {'header': True})
+    run.sink('n011', dists, 'csv', 'out/distances', {'header': True}, at=(16, 1, 50))
 
 
 def chain_c01(ctx, edges):

@@ -18,25 +18,25 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18'),
-    'n002': sf.Operator('select', 'hops', 'pipeline', 'mid=src, to=dst (mid: long, to: long)', '951ebe1d'),
-    'n003': sf.Operator('loop', 'tc', 'pipeline', 'scope tc ()', 'cda13c48'),
-    'n004': sf.Operator('var', 'p', 'tc', 'entry n001 (src: long, dst: long)', 'f8d6795b'),
-    'n005': sf.Operator('import', 'e', 'tc', 'from n002 (mid: long, to: long)', 'a9aa2c47'),
-    'n006': sf.Operator('distinct', 'fresh', 'tc', '(src: long, dst: long)', '15d55a49'),
-    'n007': sf.Operator('join', None, 'tc', 'inner on dst=mid (src: long, dst: long, mid: long, to: long)', '1fa0179f'),
-    'n008': sf.Operator('select', 'extended', 'tc', 'src, dst=to (src: long, dst: long)', '638e8938'),
-    'n009': sf.Operator('loop_out', 'closure', 'pipeline', 'emit all from tc (src: long, dst: long)', '1319efa8'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/edges.csv (src: long, dst: long)', '53af5a18', at=(3, 1, 87)),
+    'n002': sf.Operator('select', 'hops', 'pipeline', 'mid=src, to=dst (mid: long, to: long)', '951ebe1d', at=(4, 16, 43)),
+    'n003': sf.Operator('loop', 'tc', 'pipeline', 'scope tc ()', 'cda13c48', at=(6, 11, 0)),
+    'n004': sf.Operator('var', 'p', 'tc', 'entry n001 (src: long, dst: long)', 'f8d6795b', at=(6, 19, 28)),
+    'n005': sf.Operator('import', 'e', 'tc', 'from n002 (mid: long, to: long)', 'a9aa2c47', at=(6, 36, 44)),
+    'n006': sf.Operator('distinct', 'fresh', 'tc', '(src: long, dst: long)', '15d55a49', at=(7, 20, 28)),
+    'n007': sf.Operator('join', None, 'tc', 'inner on dst=mid (src: long, dst: long, mid: long, to: long)', '1fa0179f', at=(8, 24, 54)),
+    'n008': sf.Operator('select', 'extended', 'tc', 'src, dst=to (src: long, dst: long)', '638e8938', at=(8, 57, 78)),
+    'n009': sf.Operator('loop_out', 'closure', 'pipeline', 'emit all from tc (src: long, dst: long)', '1319efa8', at=(10, 5, 15)),
 }
 SOURCES = {'n001': 'data/edges.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `transitive_closure`."""
-    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}, line=3).transform(run.share, 'n001')
+    edges = run.read('n001', 'csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}).transform(run.share, 'n001')
     hops = edges.select(F.col('src').alias('mid'), F.col('dst').alias('to')).transform(run.count, 'n002')
     closure = run.loop(LOOP_TC, loop_tc, entries={'p': edges}, imports={'e': hops})
-    run.sink('n009', closure, 'csv', 'out/closure', {'header': True})
+    run.sink('n009', closure, 'csv', 'out/closure', {'header': True}, at=(12, 1, 50))
 
 
 # ---- loop tc ----------------------------------------------------------------------------------------

@@ -21,25 +21,25 @@ UDFS = {
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5'),
-    'n002': sf.Operator('derive', None, 'pipeline', 'score=u.score(x, y) (id: long, x: double, y: double, score: double)', '1a643cab'),
-    'n003': sf.Operator('derive', 'scored', 'pipeline', 'grade=u.grade(score) (id: long, x: double, y: double, score: double, grade: string)', '9e5bfcc9'),
-    'n004': sf.Operator('where', 'kept', 'pipeline', 'u.keep(grade) and score > 1.0 (id: long, x: double, y: double, score: double, grade: string)', 'd162613b'),
-    'n005': sf.Operator('apply', 'corners', 'pipeline', 'u.corners (id: long, grade: string, corner: string, manhattan: double)', '7b2c8a58'),
-    'n006': sf.Operator('select', None, 'pipeline', 'id, score, grade (id: long, score: double, grade: string)', '9de0d1e8'),
-    'n007': sf.Operator('sort', None, 'pipeline', 'by id (id: long, score: double, grade: string)', '76e68280'),
+    'n001': sf.Operator('source', 'points', 'pipeline', 'csv data/points.csv (id: long, x: double, y: double)', 'da76afb5', at=(5, 1, 99)),
+    'n002': sf.Operator('derive', None, 'pipeline', 'score=u.score(x, y) (id: long, x: double, y: double, score: double)', '1a643cab', at=(7, 20, 49)),
+    'n003': sf.Operator('derive', 'scored', 'pipeline', 'grade=u.grade(score) (id: long, x: double, y: double, score: double, grade: string)', '9e5bfcc9', at=(7, 52, 82)),
+    'n004': sf.Operator('where', 'kept', 'pipeline', 'u.keep(grade) and score > 1.0 (id: long, x: double, y: double, score: double, grade: string)', 'd162613b', at=(8, 20, 56)),
+    'n005': sf.Operator('apply', 'corners', 'pipeline', 'u.corners (id: long, grade: string, corner: string, manhattan: double)', '7b2c8a58', at=(9, 18, 102)),
+    'n006': sf.Operator('select', None, 'pipeline', 'id, score, grade (id: long, score: double, grade: string)', '9de0d1e8', at=(11, 13, 37)),
+    'n007': sf.Operator('sort', None, 'pipeline', 'by id (id: long, score: double, grade: string)', '76e68280', at=(11, 40, 51)),
 }
 SOURCES = {'n001': 'data/points.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `udf_scores`."""
-    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}, line=5)
+    points = run.read('n001', 'csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True})
     kept = chain_c01(run, points).transform(run.share, 'n004')
     corners = kept.transform(sf.apply_table_function, UDFS['u'].corners, 'id bigint, grade string, corner string, manhattan double', flow_line=9).transform(run.count, 'n005')
     n007 = chain_c03(run, kept)
-    run.sink('n007', n007, 'csv', 'out/scores', {'header': True})
-    run.sink('n005', corners, 'csv', 'out/corners', {'header': True})
+    run.sink('n007', n007, 'csv', 'out/scores', {'header': True}, at=(11, 1, 87))
+    run.sink('n005', corners, 'csv', 'out/corners', {'header': True}, at=(12, 1, 50))
 
 
 def chain_c01(ctx, points):

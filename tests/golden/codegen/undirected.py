@@ -18,23 +18,23 @@ CONFIG = {}
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that
 # determines its output. A snapshot is checked against these and the inputs (SOURCES).
 OPERATORS = {
-    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/graph.csv (src: long, dst: long)', 'd06a10ee'),
-    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040'),
-    'n003': sf.Operator('union', None, 'pipeline', '2 inputs (src: long, dst: long)', '56008216'),
-    'n004': sf.Operator('distinct', 'both', 'pipeline', '(src: long, dst: long)', '127275b3'),
-    'n005': sf.Operator('group', 'degrees', 'pipeline', 'by id=src: degree=count (id: long, degree: long)', '917c2981'),
-    'n006': sf.Operator('sort', None, 'pipeline', 'by degree desc, id (id: long, degree: long)', '08435063'),
+    'n001': sf.Operator('source', 'edges', 'pipeline', 'csv data/graph.csv (src: long, dst: long)', 'd06a10ee', at=(3, 1, 87)),
+    'n002': sf.Operator('select', None, 'pipeline', 'src=dst, dst=src (src: long, dst: long)', 'd8880040', at=(6, 26, 54)),
+    'n003': sf.Operator('union', None, 'pipeline', '2 inputs (src: long, dst: long)', '56008216', at=(6, 16, 55)),
+    'n004': sf.Operator('distinct', 'both', 'pipeline', '(src: long, dst: long)', '127275b3', at=(6, 58, 66)),
+    'n005': sf.Operator('group', 'degrees', 'pipeline', 'by id=src: degree=count (id: long, degree: long)', '917c2981', at=(9, 18, 54)),
+    'n006': sf.Operator('sort', None, 'pipeline', 'by degree desc, id (id: long, degree: long)', '08435063', at=(10, 16, 40)),
 }
 SOURCES = {'n001': 'data/graph.csv'}
 
 
 def pipeline(run):
     """The pipeline scope of `undirected_degrees`."""
-    edges = run.read('n001', 'csv', 'data/graph.csv', 'src bigint, dst bigint', {'header': True}, line=3).transform(run.share, 'n001')
+    edges = run.read('n001', 'csv', 'data/graph.csv', 'src bigint, dst bigint', {'header': True}).transform(run.share, 'n001')
     n002 = edges.select(F.col('dst').alias('src'), F.col('src').alias('dst')).transform(run.count, 'n002')
     both = chain_c02(run, edges, n002)
     n006 = chain_c03(run, both)
-    run.sink('n006', n006, 'csv', 'out/degrees', {'header': True})
+    run.sink('n006', n006, 'csv', 'out/degrees', {'header': True}, at=(10, 1, 77))
 
 
 def chain_c02(ctx, edges, n002):
