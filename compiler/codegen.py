@@ -29,14 +29,18 @@ JOIN_HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", 
             "anti": "left_anti"}
 
 
-def plan_to_pyspark(plan: Plan, flow_file: str) -> str:
-    return Codegen(plan, flow_file).generate()
+def plan_to_pyspark(plan: Plan, flow_file: str, script_dir: Optional[str] = None) -> str:
+    """The standalone script of a checked plan. It names the .flow file (and users' Python modules)
+    relative to `script_dir`, the folder the script will be in (default: the .flow file's), never by
+    an absolute path of this machine: the script and the project move together."""
+    return Codegen(plan, flow_file, script_dir).generate()
 
 
 class Codegen:
-    def __init__(self, plan: Plan, flow_file: str):
+    def __init__(self, plan: Plan, flow_file: str, script_dir: Optional[str] = None):
         self.plan = plan
-        self.flow_file = flow_file
+        self.flow_file = os.path.abspath(flow_file)
+        self.script_dir = os.path.abspath(script_dir or os.path.dirname(self.flow_file))
         self.idents = _identifiers(plan)
         self.chain_of_last = {c.nodes[-1]: c for c in plan.chains}
 
@@ -74,13 +78,15 @@ class Codegen:
         p = self.plan
         out = [
             f"PIPELINE = {_py(p.pipeline)}",
-            f"FLOW_FILE = {_py(self.flow_file)}",
+            f"FLOW_FILE = sf.located(__file__, {_py(_portable(self.flow_file, self.script_dir))})"
+            "  # the .flow file, relative to this script",
             f"FINGERPRINT = {_py(p.fingerprint())}",
             "PARAMS = {" + ", ".join(f"{_py(k)}: ({_py(t)}, {_py(v)})" for k, (t, v) in p.params.items()) + "}",
             "CONFIG = {" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in p.config.items()) + "}",
         ]
         if p.udfs:
-            out += ["UDFS = {"] + [f"    {_py(a)}: sf.python_module({_py(a)}, {_py(u.path)}),"
+            flow_dir = os.path.dirname(self.flow_file)
+            out += ["UDFS = {"] + [f"    {_py(a)}: sf.python_module({_py(a)}, {_py(_portable(u.path, flow_dir))}, FLOW_FILE),"
                                    for a, u in p.udfs.items()] + ["}"]
         out += ["", "# Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that",
                 "# determines its output. A snapshot is checked against these and the inputs (SOURCES)."]
@@ -442,6 +448,11 @@ def _ordered(column: str, desc: bool) -> str:
 
 def _line(node: ops.Operator) -> int:
     return node.span.line if node.span else 0
+
+
+def _portable(path: str, start: str) -> str:
+    """`path` relative to the folder `start`, with `/` separators (as the runtime resolves it on any OS)."""
+    return os.path.relpath(os.path.abspath(path), start).replace(os.sep, "/")
 
 
 def _at(span) -> str:

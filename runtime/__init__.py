@@ -15,6 +15,7 @@ _EXPORTS = {
     "HEAD": "scopeflow.runtime.spec",
     "FEEDBACK": "scopeflow.runtime.spec",
     "OTHER": "scopeflow.runtime.spec",
+    "located": "scopeflow.runtime.spec",
     # what it calls
     "main": "scopeflow.runtime.launcher",
     "python_module": "scopeflow.runtime.udf",

@@ -11,10 +11,14 @@ from attrs import define
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `scopeflow run` and of a generated script: one list for both."""
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a `param`")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a `param` of the pipeline (repeat for several)")
     p.add_argument("--master", help="Spark master URL (default local[*])")
     p.add_argument("--remote", help="Spark Connect URL, sc://HOST:PORT")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.sql.shuffle.partitions=8 (repeat for several)")
+    p.add_argument("--base-dir", metavar="DIR",
+                   help="folder the pipeline's relative paths resolve against (default: the .flow file's)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--trace", action="store_true", help="print every termination attempt")
     p.add_argument("--verbose", action="store_true", help="show Spark's own log output")

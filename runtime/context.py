@@ -22,6 +22,7 @@ from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure
+from scopeflow.runtime.interrupts import Interrupts
 from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
@@ -111,11 +112,11 @@ def flow_dir(module) -> str:
 
 class RunContext:
     def __init__(self, spark, module, params: dict, progress: Optional[Progress] = None, trace: bool = False,
-                 detailed: bool = False, diagnostics: bool = False):
+                 detailed: bool = False, diagnostics: bool = False, base_dir: Optional[str] = None):
         self.spark = spark
         self.pipeline = module.PIPELINE
         self.flow_file = module.FLOW_FILE
-        self.base_dir = flow_dir(module)
+        self.base_dir = base_dir or flow_dir(module)  # relative paths resolve against it
         self.fingerprint = module.FINGERPRINT
         self.operators = dict(module.OPERATORS)  # operator id -> spec.Operator
         self.params = params  # name -> value (already typed)
@@ -134,6 +135,7 @@ class RunContext:
         self.stack: list[Activation] = []  # the loop activations running, outermost first
         self.snapshots = None  # snapshots.SnapshotStore, when snapshots are on
         self.recovery = None  # snapshots.Recovery, when resuming
+        self.interrupts = Interrupts(spark)  # `execute` gives the run the ones its Ctrl-C handler sets
         self._combine_above: Optional[int] = None
         self._handles: dict = {}
         self._notes: set = set()
@@ -306,6 +308,7 @@ class RunContext:
         self.checkpoints.release(frames)
 
     def round_done(self, spec: LoopSpec, number: int, record) -> None:
+        self.interrupts.check()  # Ctrl-C: no next round (a snapshot due after this one is not taken either)
         self.report.round_done(spec, number, record)
         self.progress.round_finished(spec, number, record)
         if self.trace:
@@ -357,6 +360,7 @@ class RunContext:
     # ---- sinks ------------------------------------------------------------------------------------------
 
     def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict, at: tuple = ()) -> None:
+        self.interrupts.check()
         started = time.perf_counter()
         if fmt == "console":
             df.show(int(options.get("rows", 20)), truncate=False)
@@ -367,7 +371,7 @@ class RunContext:
             self.progress.trace(f"sink {target}: already committed before the restart, skipped")
             return
         obs = None
-        if self.detailed and self.jvm_metrics:
+        if self.jvm_metrics:  # (the end-of-run summary says how many records each sink got)
             from pyspark.sql import Observation
 
             obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
@@ -377,4 +381,4 @@ class RunContext:
             self.snapshots.sink_committed(key)
         records = int(obs.get.get("n") or 0) if obs is not None else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
-        self.progress.sink_written(fmt, target)
+        self.progress.sink_written(fmt, target, records)

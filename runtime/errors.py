@@ -25,6 +25,22 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C (SIGINT); snapshots taken so far stay resumable
 
 
+EXIT_CODES = {
+    ExitCode.OK: "ok",
+    ExitCode.COMPILE: "the .flow file has errors",
+    ExitCode.USAGE: "bad usage, or a run refused before it started (its inputs, its sink paths)",
+    ExitCode.MAX: "a loop hit its `max` rounds (`on max fail`)",
+    ExitCode.RUNTIME: "a run-time failure: Spark, the file system or a Python function",
+    ExitCode.SNAPSHOT: "a snapshot was refused (`--resume`: changed plan or inputs)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C); the snapshots taken so far stay resumable",
+}
+
+
+def exit_codes_help() -> str:
+    """The exit codes, as `--help` lists them."""
+    return "exit codes:\n" + "\n".join(f"  {int(c):<4} {text}" for c, text in EXIT_CODES.items())
+
+
 @frozen
 class Position:
     """Where an operator, source or sink is in its `.flow` file (1-based line and columns)."""

@@ -7,6 +7,7 @@ code is the only execution path, so they behave the same.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -14,7 +15,8 @@ from typing import Optional
 
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
 from scopeflow.runtime.context import RunContext, flow_dir, settings
-from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure
+from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, exit_codes_help
+from scopeflow.runtime.interrupts import Interrupted, stop_on_interrupt
 from scopeflow.runtime.preflight import preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, keep_jvm_log
@@ -24,40 +26,57 @@ from scopeflow.runtime.termination import LoopMaxError
 
 def execute(module, params: Optional[dict] = None, spark=None, master=None, remote=None, conf=None, quiet=True,
             trace=False, verbose=False, report: Optional[str] = None, raise_errors: bool = False,
-            diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None):
+            diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None, base_dir: Optional[str] = None):
     """Run a generated pipeline module. Returns (exit code, the run: `RunContext`, None if it never started)."""
     progress = Progress(enabled=not quiet)
-    run = None
+    run = interrupts = None
     status, code, message = "ok", ExitCode.OK, None
     try:
         values = params if params is not None else parse_params(module.PARAMS, [])
-        preflight(module, values, flow_dir(module))
+        base_dir = os.path.abspath(base_dir) if base_dir else flow_dir(module)
+        preflight(module, values, base_dir)
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
             config = {}  # the session was built with them
         else:  # a caller's session: this run's `config` applies to this run only
             config = module.CONFIG
-        with settings(spark, config, on_fixed=_fixed):
-            run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics)
+        with settings(spark, config, on_fixed=_fixed), stop_on_interrupt(spark) as interrupts:
+            run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics,
+                             base_dir=base_dir)
+            run.interrupts = interrupts
             if snapshots is not None and snapshots.wanted(module):
                 run.configure_snapshots(snapshots, module.SOURCES)
             module.pipeline(run)
             run.finish()
-    except Exception as exc:
-        status, code, message = _outcome(exc, module.FLOW_FILE)
+    except (Exception, KeyboardInterrupt) as exc:
+        if isinstance(exc, (Interrupted, KeyboardInterrupt)) or (interrupts is not None and interrupts.requested):
+            status, code, message = "interrupted", ExitCode.INTERRUPTED, _interrupted(run)
+        else:
+            status, code, message = _outcome(exc, module.FLOW_FILE)
         if raise_errors:
             raise
     finally:
         if run is not None and report:
             run.report.write(report, status, message)
     if message:
-        print(message if message.startswith("error") else f"error: {message}", file=sys.stderr)
+        print(message if message.startswith(("error", "interrupted")) else f"error: {message}", file=sys.stderr)
     elif run is not None:
         progress.summary(module.PIPELINE)
     if code != ExitCode.OK:
         keep_jvm_log()  # the process's JVM log stays for a look (it is removed at exit when every run succeeded)
     return code, run
+
+
+def _interrupted(run) -> str:
+    """The one line a run stopped by Ctrl-C ends with."""
+    store = run.snapshots if run is not None else None
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.wait()  # an asynchronous snapshot being written is finished (or stays incomplete, unused)
+    if store is not None and store.snapshot_dirs():
+        return "interrupted (Ctrl-C): the snapshots taken so far are kept; `--resume` continues from the latest"
+    return "interrupted (Ctrl-C)"
 
 
 def _fixed(key: str) -> None:
@@ -139,13 +158,26 @@ def run_with_arguments(module, args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     code, _ = execute(module, params=params, master=args.master, remote=args.remote, conf=conf, quiet=args.quiet,
-                      trace=args.trace, verbose=args.verbose, report=args.report, snapshots=_snapshot_options(args))
+                      trace=args.trace, verbose=args.verbose, report=args.report, snapshots=_snapshot_options(args),
+                      base_dir=getattr(args, "base_dir", None))
     return code
+
+
+def params_help(params: dict) -> str:
+    """The pipeline's params, for `--help`: `--param NAME=TYPE (default ...)`."""
+    if not params:
+        return "params: none (this pipeline declares no `param`)"
+    width = max(len(n) + len(t) for n, (t, _) in params.items()) + 1
+    lines = [f"  --param {f'{n}={t.upper()}':<{width}}  (default: {d!r})" for n, (t, d) in params.items()]
+    return "params of this pipeline:\n" + "\n".join(lines)
 
 
 def main(argv, module) -> int:
     """Entry point of a generated script (`python job.py ...` or `spark-submit job.py ...`)."""
     p = argparse.ArgumentParser(prog=os.path.basename(sys.argv[0] or "job.py"),
-                                description=f"Run pipeline `{module.PIPELINE}` (generated by scopeflow).")
+                                description=f"Run pipeline `{module.PIPELINE}` (generated by scopeflow from "
+                                            f"{os.path.basename(module.FLOW_FILE)}).",
+                                epilog=params_help(module.PARAMS) + "\n\n" + exit_codes_help(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     return run_with_arguments(module, p.parse_args(argv))

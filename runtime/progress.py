@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Optional
 
 from rich.console import Console
 from rich.live import Live
@@ -18,7 +19,7 @@ class Progress:
         self.live: Live | None = None
         self.stack: list[tuple[str, int, float]] = []  # (scope, activation, started)
         self.loops: dict[str, dict] = {}
-        self.sinks: list[tuple[str, str]] = []
+        self.sinks: list[tuple[str, str, Optional[int]]] = []
         self.started = time.perf_counter()
         self.last_line = 0.0
         self.snapshots = 0
@@ -59,8 +60,8 @@ class Progress:
         if scope in self.loops:
             self.loops[scope]["emitted"] += records
 
-    def sink_written(self, fmt: str, target: str) -> None:
-        self.sinks.append((fmt, target))
+    def sink_written(self, fmt: str, target: str, records: Optional[int] = None) -> None:
+        self.sinks.append((fmt, target, records))
 
     def snapshot(self, seq: int, stack: list, size: int, seconds: float) -> None:
         self.snapshots += 1
@@ -88,6 +89,7 @@ class Progress:
                 table.add_row(scope, e["kind"], str(e["depth"]), str(e["activations"]), str(e["rounds"]),
                               f"{per:.1f}", f"{e['seconds']:.2f}s")
             self.console.print(table)
-        for fmt, target in self.sinks:
-            self.console.print(f"wrote {fmt} → {target}")
+        for fmt, target, records in self.sinks:
+            counted = "" if records is None else f" ({records:,} record{'s' if records != 1 else ''})"
+            self.console.print(f"wrote {fmt} → {target}{counted}")
         self.console.print(f"done in {time.perf_counter() - self.started:.1f}s")

@@ -6,6 +6,7 @@ the executor, snapshots and the run report read them.
 from __future__ import annotations
 
 import enum
+import os
 from typing import Optional, Union
 
 from attrs import field, frozen
@@ -101,3 +102,8 @@ def split_top_level(text: str) -> list[str]:
     if cur.strip():
         out.append(cur.strip())
     return out
+
+
+def located(script: str, relative: str) -> str:
+    """A file named relative to the generated script `script` (its `__file__`), as an absolute path."""
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(script)), relative))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import traceback
 from typing import Callable
 
@@ -13,8 +14,9 @@ class UserFunctionError(Exception):
     """An exception raised by a user's Python function, with the .flow line that called it."""
 
 
-def python_module(alias: str, path: str):
-    return load_python_module(path, alias)
+def python_module(alias: str, path: str, flow_file: str = ""):
+    """A user's module by its path relative to the .flow file (`use python "udfs.py" as u`)."""
+    return load_python_module(os.path.join(os.path.dirname(flow_file), path) if flow_file else path, alias)
 
 
 def scalar_udf(fn: Callable, returns: str, arg_types: tuple | list = (), flow_line: int = 0):

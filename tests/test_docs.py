@@ -103,7 +103,7 @@ def test_cli_md_documents_every_command_and_flag():
     for name, command in sub.choices.items():
         assert name in sections, f"command `{name}` has no section"
         section = sections[name]
-        if name == "compile":  # the generated script takes the flags of `run`, documented there
+        if name in ("compile", "show"):  # the generated script and `show` take the flags of `run`, documented there
             section += sections["run"]
         for action in command._actions:
             for flag in action.option_strings:
@@ -112,8 +112,11 @@ def test_cli_md_documents_every_command_and_flag():
             for choice in action.choices or ():
                 if not isinstance(action, argparse._SubParsersAction):
                     assert str(choice) in section, f"`scopeflow {name}`: choice `{choice}` is not documented"
-    for code in range(6):
-        assert f"| {code} |" in text, f"exit code {code}"
+    from scopeflow.runtime.errors import ExitCode
+
+    assert "`scopeflow --version`" in text
+    for code in ExitCode:
+        assert f"| {int(code)} |" in text, f"exit code {int(code)}"
 
 
 def stdlib_defs() -> dict[str, str]:

@@ -425,7 +425,8 @@ def test_stats_through_the_cli(tmp_path, capsys):
     import json
 
     report = tmp_path / "run.json"
-    report.write_text(json.dumps(FAKE_STATS))
+    plan = plan_of(ROOT / "examples/connected_components.flow")
+    report.write_text(json.dumps(dict(FAKE_STATS, fingerprint=plan.fingerprint())))  # a report of this plan
     out = tmp_path / "cc.dot"
     code = cli_main(["graph", str(ROOT / "examples/connected_components.flow"), "-o", str(out),
                      "--stats", str(report)])

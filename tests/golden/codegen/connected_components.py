@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'connected_components'
-FLOW_FILE = '<examples>/connected_components.flow'
+FLOW_FILE = sf.located(__file__, 'connected_components.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'fd1468e616131f7c'
 PARAMS = {'edges_path': ('string', 'data/graph.csv')}
 CONFIG = {}

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'hits'
-FLOW_FILE = '<examples>/hits.flow'
+FLOW_FILE = sf.located(__file__, 'hits.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'a62c2a866caa38b4'
 PARAMS = {}
 CONFIG = {}

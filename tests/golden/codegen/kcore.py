@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'kcore'
-FLOW_FILE = '<examples>/kcore.flow'
+FLOW_FILE = sf.located(__file__, 'kcore.flow')  # the .flow file, relative to this script
 FINGERPRINT = '5c99c3680e505add'
 PARAMS = {'edges_path': ('string', 'data/kcore.csv')}
 CONFIG = {}

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'kmeans'
-FLOW_FILE = '<examples>/kmeans.flow'
+FLOW_FILE = sf.located(__file__, 'kmeans.flow')  # the .flow file, relative to this script
 FINGERPRINT = '0be993542a3a607e'
 PARAMS = {'iterations': ('long', 10)}
 CONFIG = {}

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'pagerank'
-FLOW_FILE = '<examples>/pagerank.flow'
+FLOW_FILE = sf.located(__file__, 'pagerank.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'a601256bd50af4ac'
 PARAMS = {}
 CONFIG = {}

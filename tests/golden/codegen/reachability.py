@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'reachability'
-FLOW_FILE = '<examples>/reachability.flow'
+FLOW_FILE = sf.located(__file__, 'reachability.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'ead228fc3134253a'
 PARAMS = {}
 CONFIG = {}

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'sssp'
-FLOW_FILE = '<examples>/sssp.flow'
+FLOW_FILE = sf.located(__file__, 'sssp.flow')  # the .flow file, relative to this script
 FINGERPRINT = '5766ea2c65d6215b'
 PARAMS = {'edges_path': ('string', 'data/wgraph.csv'), 'source_id': ('long', 1)}
 CONFIG = {}

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'transitive_closure'
-FLOW_FILE = '<examples>/transitive_closure.flow'
+FLOW_FILE = sf.located(__file__, 'transitive_closure.flow')  # the .flow file, relative to this script
 FINGERPRINT = '4aa7660ad0a401c4'
 PARAMS = {}
 CONFIG = {}

@@ -10,12 +10,12 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'udf_scores'
-FLOW_FILE = '<examples>/udf_scores.flow'
+FLOW_FILE = sf.located(__file__, 'udf_scores.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'b91b08f6d129c846'
 PARAMS = {}
 CONFIG = {}
 UDFS = {
-    'u': sf.python_module('u', '<examples>/udfs.py'),
+    'u': sf.python_module('u', 'udfs.py', FLOW_FILE),
 }
 
 # Every operator: its kind, stream name, scope, arguments and schema, and a digest of all that

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from scopeflow import runtime as sf
 
 PIPELINE = 'undirected_degrees'
-FLOW_FILE = '<examples>/undirected.flow'
+FLOW_FILE = sf.located(__file__, 'undirected.flow')  # the .flow file, relative to this script
 FINGERPRINT = 'ce6fe109be98fbbc'
 PARAMS = {}
 CONFIG = {}

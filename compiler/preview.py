@@ -1,0 +1,96 @@
+"""`scopeflow show F.flow STREAM`: the plan that computes one stream and prints its first rows.
+
+The pipeline is cut down to what the stream needs (a loop it depends on runs whole, with every output;
+another loop does not run at all), its sinks are replaced by one console sink, and chains are
+rebuilt. Nothing is written.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from attrs import evolve
+
+from scopeflow.compiler import ops
+from scopeflow.compiler.chains import build_chains
+from scopeflow.compiler.plan import Plan, Sink
+from scopeflow.dsl.diagnostics import did_you_mean
+
+
+class NotShowable(ValueError):
+    def __init__(self, message: str, hints: tuple = ()):
+        super().__init__(message)
+        self.hints = hints
+
+
+def find_stream(plan: Plan, name: str) -> str:
+    """The id of the pipeline-level stream (or loop output, `loop.output`) called `name`."""
+    shown = {n.name: nid for nid, n in plan.nodes.items()
+             if n.name and n.scope == "pipeline" and not isinstance(n, ops.Loop)}
+    if name in shown:
+        return shown[name]
+    inner = [n for n in plan.nodes.values() if n.name == name]
+    if inner:
+        scope = plan.scopes[inner[0].scope]
+        outputs = [n.name for n in plan.nodes.values()
+                   if isinstance(n, ops.LoopOutput) and n.body == _outermost(plan, scope.id) and n.name]
+        raise NotShowable(f"`{name}` is computed inside {scope.kind} `{scope.name}`, round by round",
+                          (f"show what the loop emits: {', '.join(f'`{o}`' for o in outputs)}",) if outputs else ())
+    raise NotShowable(f"the pipeline has no stream `{name}`", did_you_mean(name, shown))
+
+
+def preview_plan(plan: Plan, name: str, rows: int) -> tuple[Plan, str]:
+    """(the plan that prints `rows` rows of stream `name`, the stream's id). NotShowable if it cannot."""
+    target = find_stream(plan, name)
+    needed = _needed(plan, target)
+    nodes = {nid: n for nid, n in plan.nodes.items() if nid in needed}
+    scopes = {}
+    for sid, s in plan.scopes.items():
+        if s.kind != "pipeline" and s.loop_node not in needed:
+            continue
+        scopes[sid] = evolve(s, nodes=tuple(n for n in s.nodes if n in needed),
+                             children=tuple(c for c in s.children if plan.scopes[c].loop_node in needed))
+    edges = tuple(e for e in plan.edges if e.src in needed and e.dst in needed)
+    shown = evolve(plan, nodes=nodes, scopes=scopes, edges=edges, chains=(),
+                   sinks=(Sink(target, "console", None, (("rows", rows),)),))
+    return build_chains(shown, []), target
+
+
+def _needed(plan: Plan, target: str) -> set:
+    """Every operator the target's records depend on; a loop needed is needed whole (all its scopes'
+    operators and all its outputs)."""
+    into: dict = {}
+    for e in plan.edges:
+        into.setdefault(e.dst, []).append(e.src)
+    needed: set = set()
+    todo = [target]
+    while todo:
+        nid = todo.pop()
+        if nid in needed:
+            continue
+        needed.add(nid)
+        node = plan.nodes[nid]
+        todo += list(node.inputs) + into.get(nid, [])
+        loop = _outermost(plan, node.scope) if node.scope != "pipeline" else (
+            node.body if isinstance(node, ops.LoopOutput) else None)
+        if loop is not None:
+            todo += _whole_loop(plan, loop)
+    return needed
+
+
+def _outermost(plan: Plan, scope_id: str) -> Optional[str]:
+    """The pipeline-level loop scope that holds `scope_id`."""
+    s = plan.scopes[scope_id]
+    while s.parent not in (None, "pipeline"):
+        s = plan.scopes[s.parent]
+    return s.id if s.kind != "pipeline" else None
+
+
+def _whole_loop(plan: Plan, loop: str) -> list:
+    out = []
+    for s in plan.scopes.values():
+        if s.id == loop or s.id.startswith(loop + "."):
+            out += list(s.nodes)
+            if s.loop_node:
+                out.append(s.loop_node)
+    out += [nid for nid, n in plan.nodes.items() if isinstance(n, ops.LoopOutput) and n.body == loop]
+    return out
