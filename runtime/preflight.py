@@ -52,6 +52,17 @@ def check_inputs(module, params: dict, base_dir: str) -> None:
                              hint=f"give this user read access: chmod u+r {path}")
 
 
+def check_streaming(module) -> None:
+    """`stream` sources are checked, explained and drawn, but this version cannot run them (issue #23)."""
+    for op, record in module.OPERATORS.items():
+        if record.kind == "source" and record.detail.startswith("stream "):
+            raise RunRefused(f"source `{record.name}` is a `stream` source: this version of scopeflow checks, "
+                             f"explains and draws streaming pipelines but cannot run them yet", code="E0550",
+                             at=position(module, op), label="unbounded input",
+                             hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
+
+
 def preflight(module, params: dict, base_dir: str) -> None:
     """Refuse a run whose inputs or outputs are known to be wrong before Spark starts."""
+    check_streaming(module)
     check_inputs(module, params, base_dir)

@@ -214,3 +214,18 @@ def test_ctrl_c_says_one_line_exits_130_and_the_run_resumes_exactly(run_cli, tmp
     edges = [(i, i + 1) for i in order]
     assert Counter(read_output(str(tmp_path / "out" / "components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
+
+
+def test_a_streaming_pipeline_is_refused_before_spark_starts_not_with_an_internal_error(run_cli, tmp_path):
+    (cc,) = copy_examples(tmp_path, "connected_components.flow")
+    text = open(cc).read().replace('read csv(edges_path, header = true)',
+                                   'stream files("data", format = "csv", max_files_per_epoch = 1)')
+    flow = tmp_path / "streaming.flow"
+    flow.write_text(text)
+    assert run_cli("check", str(flow)).returncode == 0
+    started = time.monotonic()
+    out = run_cli("run", str(flow))
+    assert out.returncode == 2, out.stderr
+    assert time.monotonic() - started < 30  # (no Spark: seconds at most, even on a loaded machine)
+    assert out.stderr.startswith("error[E0550]: source `edges` is a `stream` source")
+    assert "streaming.flow:4:1" in out.stderr and "Traceback" not in out.stderr
