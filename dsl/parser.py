@@ -265,7 +265,7 @@ def _fallback_message(err: UnexpectedInput) -> str:
 def _fallback_hint(err: UnexpectedInput) -> str:
     if isinstance(err, UnexpectedCharacters):
         return "names are letters, digits and `_`; strings are in double quotes; comments start with `#`"
-    return "the statement is incomplete or has an extra token here; LANGUAGE.md lists the statement forms"
+    return "the statement is incomplete or has an extra token here; docs/language.md lists the statement forms"
 
 
 def _pretty_terminal(name: str) -> str:

@@ -181,3 +181,34 @@ def test_relative_links_in_docs_exist():
             text = fh.read()
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
             assert os.path.exists(os.path.join(DOCS, target)), f"{os.path.basename(path)} links to {target}"
+
+
+# ---- references: the docs are the reference, nothing points outside the repository ---------------
+
+def repository_text_files() -> list[str]:
+    out = []
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "build", "out")]
+        out += [os.path.join(folder, n) for n in names
+                if n.endswith((".py", ".md", ".flow", ".lark", ".toml")) or n == "Makefile"]
+    return out
+
+
+def test_nothing_cites_the_specification_that_is_not_in_the_repository():
+    cited = [f"{os.path.relpath(path, ROOT)}:{no}"
+             for path in repository_text_files()
+             for no, line in enumerate(open(path, encoding="utf-8"), 1)
+             if re.search(r"LANGUAGE\.md|spec(ification)? section", line)]
+    assert not cited, f"cite docs/language.md#<section> instead: {cited}"
+
+
+def test_sections_of_language_md_cited_anywhere_exist():
+    with open(os.path.join(DOCS, "language.md"), encoding="utf-8") as fh:
+        headings = re.findall(r"^#+ (.+)$", fh.read(), flags=re.M)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    cited = {(os.path.relpath(path, ROOT), anchor)
+             for path in repository_text_files()
+             for anchor in re.findall(r"language\.md#([\w-]+)", open(path, encoding="utf-8").read())}
+    assert len(cited) > 10
+    assert not {c for c in cited if c[1] not in anchors}
+
