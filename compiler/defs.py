@@ -1,4 +1,4 @@
-"""Expanding a call of a `def` (LANGUAGE.md section 8): the body is lowered in place, in a def scope
+"""Expanding a call of a `def` (docs/language.md#defs-and-imports): the body is lowered in place, in a def scope
 that sees only the parameters, with every stream it names prefixed by the call's tag (hygiene)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loops (LANGUAGE.md section 5): a loop's scope, its variables and imports, its body, its options,
+"""Loops (docs/language.md#loops): a loop's scope, its variables and imports, its body, its options,
 `feedback` and `emit`, and the loop outputs in the parent scope."""
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class ColumnCode:
 
     @staticmethod
     def long(code: str, t: X.TExpr) -> str:
-        """Integer literals are `long` (LANGUAGE.md section 4); `F.lit(1)` alone would be a Spark int."""
+        """Integer literals are `long` (docs/language.md#lexical); `F.lit(1)` alone would be a Spark int."""
         return f"{code}.cast('long')" if t.type == "long" else code
 
     def operand(self, t: X.TExpr, partner: X.TExpr, sides) -> str:

@@ -1,4 +1,4 @@
-"""Sources and sinks: their formats, arguments, schemas and paths (LANGUAGE.md section 3)."""
+"""Sources and sinks: their formats, arguments, schemas and paths (docs/language.md#sources, #sinks)."""
 from __future__ import annotations
 
 import os

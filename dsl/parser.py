@@ -1,12 +1,17 @@
 """Parse .flow text into the AST (`flow_to_ast`), with friendly syntax errors."""
 from __future__ import annotations
 
+import difflib
 import functools
+import math
+import re
 from importlib import resources
+from typing import NamedTuple
 
 import lark
 from lark import Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.parsers.lalr_interactive_parser import InteractiveParser
 
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import Diagnostic, FlowError, register_source
@@ -39,6 +44,16 @@ def flow_to_ast(text: str, file: str = "<input>") -> A.Program:
 
 
 def _syntax_diagnostic(err: UnexpectedInput, text: str, file: str) -> Diagnostic:
+    misspelled = _misspelling(err, text)
+    if misspelled is not None:
+        word, meant = misspelled
+        end_col = word.column + len(word.text)
+        span = A.Span(file, word.line, word.column, word.line, end_col, word.start_pos, word.end_pos)
+        if meant in _operator_keywords():
+            return Diagnostic("E0026", f"unknown operator `{word.text}`", span, label="not an operator",
+                              hints=(f"did you mean `{meant}`?",))
+        return Diagnostic("E0025", f"unknown keyword `{word.text}`", span, label="not a keyword",
+                          hints=(f"did you mean `{meant}`?",))
     line, col = max(err.line, 1), max(err.column, 1)
     width = len(err.token) if isinstance(err, UnexpectedToken) and err.token else 1
     if _at_end(err):
@@ -123,6 +138,122 @@ def _match_example(err: UnexpectedInput):
     return same_type or (same_state if _after_line_end(err) else None)
 
 
+# ---- misspelled keywords ------------------------------------------------------------------------
+
+# How many names before the error may be the misspelled word: a misspelled keyword is read as a
+# name, and the parse stumbles at most a few names later (`emit sate best` fails at the next `}`).
+_LOOKBACK = 6
+# A respelled word that lets the parse go this many tokens past the old error is as good as a full parse.
+_HORIZON = 20
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+def _misspelling(err: UnexpectedInput, text: str) -> tuple[_Word, str] | None:
+    """(word, keyword) when spelling one of the last words before the error as a keyword lets the
+    parse go past the error; the fix that gets furthest wins, then the nearest word, the closest keyword.
+
+    Each try resumes the parser where the word was read: when a word just before the error is close to
+    a keyword, the error costs one more parse of the file; otherwise none."""
+    failed_at = _error_end(err, text)
+    # the common case, decided without parsing again (the last words of the text, keywords and comments included)
+    if not any(_close_keywords(w) for w in _WORD.findall(text, 0, failed_at)[-50:]):
+        return None
+    best, best_key = None, None
+    for distance, (word, parser) in enumerate(reversed(_words_before_error(text))):
+        for rank, keyword in enumerate(_close_keywords(word.text)):
+            reached = _reach_respelled(parser, text, word, keyword, failed_at)
+            key = (reached, -distance, -rank)
+            if reached > failed_at and (best_key is None or key > best_key):
+                best, best_key = (word, keyword), key
+    return best
+
+
+class _Word(NamedTuple):
+    text: str
+    start_pos: int
+    end_pos: int
+    line: int
+    column: int
+
+
+@functools.lru_cache(maxsize=4096)
+def _close_keywords(word: str) -> tuple[str, ...]:
+    return tuple(k for k in difflib.get_close_matches(word, _keywords(), n=3, cutoff=0.6) if k != word)
+
+
+def _words_before_error(text: str) -> list[tuple[_Word, InteractiveParser]]:
+    """Those of the last _LOOKBACK words up to the syntax error (the unexpected one included) that are
+    close to a keyword, each with the parser as it was just before reading it. A word is a NAME token,
+    or a keyword token glued to what follows (where no name can come, `maxx` is read as `max` `x`)."""
+    words: list = []
+    count, last = 0, -1
+
+    def read(tok: Token, parser: InteractiveParser) -> None:
+        nonlocal count, last
+        m = _WORD.match(text, tok.start_pos)
+        if m is None or (tok.type != "NAME" and m.end() == tok.end_pos) or m.start() == last:
+            return
+        count, last = count + 1, m.start()
+        if _close_keywords(m.group()):
+            word = _Word(m.group(), m.start(), m.end(), tok.line, tok.column)
+            words.append((count, word, parser.copy(deepcopy_values=False)))
+
+    parser = _parser().parse_interactive(text)
+    try:
+        for tok in parser.iter_parse():  # yields each token before feeding it
+            read(tok, parser)
+    except UnexpectedToken as err:
+        read(err.token, parser)  # a token the contextual lexer rejects is raised, never yielded
+    except UnexpectedInput:
+        pass
+    return [(word, state) for n, word, state in words if n > count - _LOOKBACK]
+
+
+def _reach_respelled(parser: InteractiveParser, text: str, word: _Word, keyword: str, failed_at: int) -> float:
+    """How far the text parses (in `text`'s positions) with `word` spelled `keyword`, resuming `parser`
+    (the state before `word`); infinity when it parses to the end or _HORIZON tokens past `failed_at`."""
+    fixed = text[: word.start_pos] + keyword + text[word.end_pos :]
+    shift = len(keyword) - len(word.text)
+    parser = parser.copy(deepcopy_values=False)
+    # a lexer that starts at the word: what comes before it is blanked (newlines kept for the positions)
+    blanked = _NOT_NEWLINE.sub(" ", text[: word.start_pos]) + fixed[word.start_pos :]
+    parser.lexer_thread = _parser().parse_interactive(blanked).lexer_thread
+    past = 0
+    try:
+        for tok in parser.iter_parse():
+            past += tok.start_pos >= failed_at + shift
+            if past > _HORIZON:
+                return math.inf
+        parser.feed_eof()
+    except UnexpectedInput as err:
+        return _error_end(err, fixed) - shift
+    return math.inf
+
+
+def _error_end(err: UnexpectedInput, text: str) -> int:
+    """Where the text stops being understood: the end of the unexpected token or character."""
+    if _at_end(err):
+        return len(text)
+    if isinstance(err, UnexpectedToken):
+        return err.token.end_pos
+    return err.pos_in_stream + 1
+
+
+@functools.lru_cache(maxsize=1)
+def _keywords() -> tuple[str, ...]:
+    """Every word the grammar uses as a keyword (`source`, `rounds`, `state`, `reduce`, ...)."""
+    words = (t.pattern.value for t in _parser().terminals if t.pattern.type == "str")
+    return tuple(sorted(w for w in words if re.fullmatch(r"[a-z_]+", w)))
+
+
+@functools.lru_cache(maxsize=1)
+def _operator_keywords() -> frozenset[str]:
+    """The built-in operators: the keyword each `*_op` rule of the grammar starts with."""
+    grammar = resources.files("scopeflow.dsl").joinpath("flow.lark").read_text(encoding="utf-8")
+    return frozenset(re.findall(r'^\w+_op:\s*"(\w+)"', grammar, flags=re.M))
+
+
 def _fallback_message(err: UnexpectedInput) -> str:
     if isinstance(err, UnexpectedCharacters):
         return f"unexpected character {err.char!r}"
@@ -134,7 +265,7 @@ def _fallback_message(err: UnexpectedInput) -> str:
 def _fallback_hint(err: UnexpectedInput) -> str:
     if isinstance(err, UnexpectedCharacters):
         return "names are letters, digits and `_`; strings are in double quotes; comments start with `#`"
-    return "the statement is incomplete or has an extra token here; LANGUAGE.md lists the statement forms"
+    return "the statement is incomplete or has an extra token here; docs/language.md lists the statement forms"
 
 
 def _pretty_terminal(name: str) -> str:

@@ -68,3 +68,54 @@ SYNTAX_ERRORS = [
         ["x = e | where(a >)\n", "x = e | select(y = a +)\n", "x = e | where(a and)\n"],
     ),
 ]
+
+# Misspelled keywords (E0025) and built-in operators (E0026). A misspelled keyword is read as a name
+# (or, where no name can come, as a keyword and a name: `maxx` is `max` `x`), so the parser stumbles a
+# token or two later: `sourse edges = ...` looked like a stream definition missing its `=`.
+# dsl/parser.py tries the keywords closest to each word just before the error and names the one that
+# lets the parse go on. These examples are its test (tests/test_syntax_errors.py): each entry is
+# ((code, misspelled word, suggestion), [bad programs]), and the caret must be exactly on the first
+# occurrence of the word, wherever in a file the mistake is.
+MISSPELLINGS = [
+    (("E0025", "sourse", "source"), ['sourse edges = read csv("e.csv") schema (src: long, dst: long)\n']),
+    (("E0025", "snk", "sink"), ["snk e -> console()\n"]),
+    (("E0025", "parm", "param"), ["parm n: long = 3\n"]),
+    (("E0025", "pipline", "pipeline"), ["pipline demo\n"]),
+    (("E0025", "form", "from"), ['form "stdlib:graph" import sssp\n']),
+    (("E0025", "improt", "import"), ['from "stdlib:graph" improt sssp\n']),
+    (("E0025", "pyton", "python"), ['use pyton "udfs.py" as u\n']),
+    (("E0025", "raed", "read"), ['source e = raed csv("e.csv") schema (src: long)\n']),
+    (("E0025", "schem", "schema"), ['source e = read csv("e.csv") schem (src: long)\n']),
+    (("E0025", "vaules", "values"), ["source e = vaules (a: long) [(1)]\n"]),
+    (("E0025", "lop", "loop"), ["x = lop l(v = e) {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "colop", "coloop"), ["x = colop l(a = e, b: (k: long)) {\n    feedback a <- a\n    emit a\n}\n"]),
+    (("E0025", "feedbak", "feedback"), ["x = loop l(v = e) {\n    feedbak v <- v\n    emit v\n}\n"]),
+    (("E0025", "emti", "emit"), ["x = loop l(v = e) {\n    feedback v <- v\n    emti v\n}\n"]),
+    (("E0025", "sate", "state"), ["x = loop l(v = e) {\n    b = v | reduce(by k, n = count())\n"
+                                  "    feedback v <- v\n    emit sate b\n}\n"]),
+    (("E0025", "lst", "last"), ["x = loop l(v = e) {\n    feedback v <- v\n    emit lst v\n}\n"]),
+    (("E0025", "wiht", "with"), ["x = loop l(v = e) wiht (f = e) {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "rouds", "rounds"), ["x = loop l(v = e) rouds 3 {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "evry", "every"), ["x = loop l(v = e) snapshot evry 2 {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "emty", "empty"), ["x = loop l(v = e) until emty(v) {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "maxx", "max"), ["x = loop l(v = e) maxx 3 {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "stp", "stop"), ["x = loop l(v = e) max 3 on max stp {\n    feedback v <- v\n    emit v\n}\n"]),
+    (("E0025", "retrun", "return"), ["def f(e: (a: long)) {\n    retrun e\n}\n"]),
+    (("E0025", "knd", "kind"), ["x = e | join(f, on e.a == f.b, knd = left)\n"]),
+    (("E0025", "ordr", "order"), ["x = e | top(3, by k, ordr n desc)\n"]),
+    (("E0025", "dsc", "desc"), ["x = e | sort(by n dsc)\n"]),
+    (("E0025", "nul", "null"), ["x = e | where(a is nul)\n"]),
+    (("E0025", "iss", "is"), ["x = e | where(a iss null)\n"]),
+    (("E0025", "adn", "and"), ["x = e | where(a > 1 adn b)\n"]),
+    (("E0025", "cst", "cast"), ["x = e | select(y = cst(a as long))\n"]),
+    (("E0026", "reduse", "reduce"), ["x = e | reduse(by id, n = count())\n"]),
+    (("E0026", "wher", "where"), ["x = e | wher(src > 1)\n"]),
+    (("E0026", "distinc", "distinct"), ["x = e | distinc\n"]),
+    (("E0026", "joins", "join"), ["x = e | joins(f, on e.a == f.b)\n"]),
+    (("E0026", "grop", "group"), ["x = e | grop(by k, n = count())\n"]),
+    (("E0026", "selct", "select"), ["x = e | selct(a, b = a + 1)\n"]),
+    (("E0026", "derve", "derive"), ["x = e | derve(n = 1)\n"]),
+    (("E0026", "explod", "explode"), ["x = e | explod(n = split(s, \",\"))\n"]),
+    (("E0026", "srot", "sort"), ["x = e | srot(by n desc)\n"]),
+    (("E0026", "aply", "apply"), ["x = e | aply(u.f) schema (a: long)\n"]),
+]

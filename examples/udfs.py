@@ -1,4 +1,4 @@
-"""Python functions for examples/udf_scores.flow (LANGUAGE.md section 7).
+"""Python functions for examples/udf_scores.flow (docs/language.md#python-functions).
 
 Annotated functions are scalar functions, usable in any expression as
 `u.NAME(...)`; annotations give the types (int -> long, float -> double,

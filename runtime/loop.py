@@ -1,4 +1,4 @@
-"""The loop executor: one loop activation as synchronous rounds (LANGUAGE.md section 5).
+"""The loop executor: one loop activation as synchronous rounds (docs/language.md#loops).
 
 An activation's state is one object, `Activation`: the records each variable holds for the
 current round, the `reduce`/`distinct` states, the loop outputs so far. Each round

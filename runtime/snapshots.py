@@ -1,4 +1,5 @@
-"""Loop-aware snapshots and exact recovery (LANGUAGE.md section 6; FLINK-3257, FLIP-76, FLINK-4120).
+"""Loop-aware snapshots and exact recovery (docs/snapshots.md, docs/language.md#execution-and-guarantees;
+FLINK-3257, FLIP-76, FLINK-4120).
 
 A snapshot is taken at a round boundary of a loop and records the whole scope
 stack: for every enclosing loop activation its state at the start of its

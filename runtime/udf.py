@@ -1,4 +1,4 @@
-"""Python functions (LANGUAGE.md section 7) as Arrow-based Spark UDFs."""
+"""Python functions (docs/language.md#python-functions) as Arrow-based Spark UDFs."""
 from __future__ import annotations
 
 import functools

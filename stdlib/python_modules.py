@@ -1,4 +1,4 @@
-"""Users' Python modules (`use python "udfs.py" as u`, LANGUAGE.md section 7).
+"""Users' Python modules (`use python "udfs.py" as u`, docs/language.md#python-functions).
 
 The checker imports a module to read its functions' signatures; a running job
 imports it again to call them. Both load it here, under the same module name,

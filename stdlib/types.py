@@ -22,7 +22,7 @@ SPARK_TYPE = {
     "timestamp": "timestamp",
 }
 
-# Python annotations of `use python` functions (LANGUAGE.md section 7).
+# Python annotations of `use python` functions (docs/language.md#python-functions).
 PYTHON_TYPE = {int: "long", float: "double", str: "string", bool: "boolean", datetime.datetime: "timestamp",
                datetime.date: "date"}
 

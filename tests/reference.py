@@ -56,7 +56,7 @@ def _out_degree(edges):
 
 
 def pagerank_fixed(vertices, edges, rounds=20):
-    """The join-based PageRank of spec section 10, `rounds` updates from
+    """The join-based PageRank of examples/pagerank.flow, `rounds` updates from
     rank 1.0. Vertices receiving no contribution drop out of the next round."""
     deg = _out_degree(edges)
     rank = {v: 1.0 for v in vertices}
@@ -70,7 +70,7 @@ def pagerank_fixed(vertices, edges, rounds=20):
 
 
 def hits_fixed(vertices, edges, rounds=10):
-    """Unnormalised Jacobi HITS (the coloop of spec section 10): each round
+    """Unnormalised Jacobi HITS (the coloop of examples/hits.flow): each round
     a2(v) = sum h(u) over u->v and h2(u) = sum a(v) over u->v, both from the
     previous round; returns (hubs, auths) of the last round."""
     hub = {v: 1.0 for v in vertices}

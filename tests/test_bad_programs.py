@@ -99,6 +99,21 @@ def test_unknown_operator_function_and_param_suggest_close_matches():
     assert "did you mean `src`" in check("e0301_unknown_field.flow").errors[0].hints[0]
 
 
+@pytest.mark.parametrize("name, word, meant", [
+    ("e0025_misspelled_keyword.flow", "sourse", "source"),
+    ("e0025_misspelled_emit_mode.flow", "sate", "state"),
+    ("e0025_misspelled_loop_option.flow", "stp", "stop"),
+    ("e0025_misspelled_statement_in_body.flow", "feedbak", "feedback"),
+    ("e0026_misspelled_operator.flow", "reduse", "reduce"),
+    ("e0026_misspelled_operator_without_arguments.flow", "distinc", "distinct"),
+])
+def test_misspelled_keyword_or_operator_suggests_it_with_the_caret_on_the_word(name, word, meant):
+    d = only(name)
+    assert f"`{word}`" in d.message
+    assert d.hints == (f"did you mean `{meant}`?",)
+    assert d.span.end_col - d.span.col == len(word)
+
+
 @pytest.mark.parametrize("name, scopes", [
     ("e0202_join_across_scopes.flow", ("loop `reach`", "the pipeline")),
     ("e0202_union_across_nested_scopes.flow", ("loop `peel`", "loop `outer`")),

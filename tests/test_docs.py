@@ -7,7 +7,10 @@ import argparse
 import glob
 import os
 import re
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
@@ -184,3 +187,94 @@ def test_relative_links_in_docs_exist():
             text = fh.read()
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
             assert os.path.exists(os.path.join(DOCS, target)), f"{os.path.basename(path)} links to {target}"
+
+
+# ---- references: the docs are the reference, nothing points outside the repository ---------------
+
+def repository_text_files() -> list[str]:
+    out = []
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "build", "out")]
+        out += [os.path.join(folder, n) for n in names
+                if n.endswith((".py", ".md", ".flow", ".lark", ".toml")) or n == "Makefile"]
+    return out
+
+
+def test_nothing_cites_the_specification_that_is_not_in_the_repository():
+    cited = [f"{os.path.relpath(path, ROOT)}:{no}"
+             for path in repository_text_files()
+             for no, line in enumerate(open(path, encoding="utf-8"), 1)
+             if re.search(r"LANGUAGE\.md|spec(ification)? section", line)]
+    assert not cited, f"cite docs/language.md#<section> instead: {cited}"
+
+
+def test_sections_of_language_md_cited_anywhere_exist():
+    with open(os.path.join(DOCS, "language.md"), encoding="utf-8") as fh:
+        headings = re.findall(r"^#+ (.+)$", fh.read(), flags=re.M)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    cited = {(os.path.relpath(path, ROOT), anchor)
+             for path in repository_text_files()
+             for anchor in re.findall(r"language\.md#([\w-]+)", open(path, encoding="utf-8").read())}
+    assert len(cited) > 10
+    assert not {c for c in cited if c[1] not in anchors}
+
+
+# ---- the tutorial's kill and resume -----------------------------------------------------------------
+
+def tutorial_kill_block() -> str:
+    (block,) = [text for _, text in fenced_blocks(os.path.join(DOCS, "tutorial.md"), "bash") if "kill -9" in text]
+    return block
+
+
+FAKE_SCOPEFLOW = """#!{python}
+# Stands in for `scopeflow run` in the tutorial's commands: a run commits a snapshot every second
+# (data first, manifest.json last by rename, as runtime/snapshots.py does) for a minute;
+# `--resume` says which snapshot it would continue from.
+import os, sys, time
+args = sys.argv[1:]
+ckpt = args[args.index("--checkpoint") + 1]
+if "--resume" in args:
+    done = sorted(d for d in os.listdir(ckpt) if os.path.exists(os.path.join(ckpt, d, "manifest.json")))
+    print("resuming from", done[-1])
+    sys.exit(0)
+for seq in range(1, 61):
+    time.sleep(1)
+    snap = os.path.join(ckpt, "snap-%06d" % seq)
+    os.makedirs(os.path.join(snap, "data"))
+    with open(os.path.join(snap, "manifest.json.tmp"), "w") as fh:
+        fh.write("{{}}")
+    os.replace(os.path.join(snap, "manifest.json.tmp"), os.path.join(snap, "manifest.json"))
+"""
+
+
+def test_tutorial_kills_the_run_as_soon_as_a_snapshot_inside_the_inner_loop_is_committed(tmp_path):
+    """The tutorial's commands, with a stand-in for scopeflow: the kill must wait for the second
+    snapshot (the first inside the inner loop of kcore.flow) and land right after it, however slow the
+    machine is (a fixed `sleep` landed before the first snapshot on a loaded machine)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "scopeflow"
+    fake.write_text(FAKE_SCOPEFLOW.format(python=sys.executable))
+    fake.chmod(0o755)
+    (tmp_path / "examples" / "ckpt" / "snap-000007").mkdir(parents=True)  # an earlier try's snapshot
+    (tmp_path / "examples" / "ckpt" / "snap-000007" / "manifest.json").write_text("{}")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    proc = subprocess.run(["bash", "-c", tutorial_kill_block()], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert time.monotonic() - started < 30, "the kill waited far beyond the second snapshot"
+    assert proc.stdout.strip() in ("resuming from snap-000002", "resuming from snap-000003"), proc.stdout + proc.stderr
+    snapshots = sorted(os.listdir(tmp_path / "examples" / "ckpt"))
+    time.sleep(2.5)
+    assert sorted(os.listdir(tmp_path / "examples" / "ckpt")) == snapshots, "the run was not killed"
+
+
+def test_tutorial_checkpoint_directory_is_ignored_and_removed_by_make_clean():
+    block = tutorial_kill_block()
+    cd = re.search(r"^cd (\S+)", block, flags=re.M).group(1)
+    checkpoint = os.path.normpath(os.path.join(cd, re.search(r"--checkpoint (\S+)", block).group(1)))
+    with open(os.path.join(ROOT, ".gitignore"), encoding="utf-8") as fh:
+        assert f"{checkpoint}/" in fh.read().split()
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
+        clean = re.search(r"^clean:\n((?:\t.*\n)+)", fh.read(), flags=re.M).group(1)
+    assert checkpoint in clean.split()

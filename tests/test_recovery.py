@@ -309,7 +309,7 @@ def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
 
 
 def test_the_snapshot_recompute_loop_option_keeps_positions_only(tmp_path, run_cli):
-    """`snapshot recompute` on one loop (LANGUAGE.md section 6): its snapshots hold no state, and a resumed
+    """`snapshot recompute` on one loop (docs/language.md#loops): its snapshots hold no state, and a resumed
     run recomputes the loop and gives the uninterrupted run's output."""
     cc = copy_example(tmp_path, "connected_components.flow")
     text = open(cc).read()

@@ -1,10 +1,12 @@
 """The syntax-error catalogue (dsl/syntax_errors.py) is its own test: every labelled
 example must come out with its label, wherever in a file the mistake is."""
+import re
+
 import pytest
 
 from scopeflow.dsl.diagnostics import FlowError
 from scopeflow.dsl.parser import flow_to_ast
-from scopeflow.dsl.syntax_errors import SYNTAX_ERRORS
+from scopeflow.dsl.syntax_errors import MISSPELLINGS, SYNTAX_ERRORS
 
 EXAMPLES = [(code, message, hint, text) for (code, message, hint), texts in SYNTAX_ERRORS for text in texts]
 SOURCE = 'source e = read csv("data/e.csv", header = true) schema (src: long, dst: long)\n'
@@ -48,6 +50,70 @@ def test_codes_are_unique_and_in_the_syntax_range():
     codes = [code for (code, _, _), _ in SYNTAX_ERRORS]
     assert len(codes) == len(set(codes))
     assert all(c.startswith("E00") and c not in ("E0001", "E0002") for c in codes)
+    assert not {code for (code, _, _), _ in MISSPELLINGS} & set(codes)
+
+
+# ---- misspelled keywords and operators (E0025, E0026) -------------------------------------
+
+MISSPELLED = [(code, word, meant, text) for (code, word, meant), texts in MISSPELLINGS for text in texts]
+MISSPELLED_IDS = [f"{code}-{word}" for code, word, _, _ in MISSPELLED]
+BODY = "x0 = loop l0(v0 = e) {\n    feedback v0 <- v0\n"
+
+
+def word_span(text: str, word: str) -> tuple[int, int, int, int]:
+    """(line, col, end line, end col) of the first occurrence of `word` as a whole word."""
+    start = re.search(rf"\b{word}\b", text).start()
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    return line, col, line, col + len(word)
+
+
+def assert_suggests(text: str, code: str, word: str, meant: str):
+    d = syntax_error(text)
+    span = (d.span.line, d.span.col, d.span.end_line, d.span.end_col)
+    assert (d.code, span) == (code, word_span(text, word)), d.render(text)
+    assert f"`{word}`" in d.message
+    assert d.hints == (f"did you mean `{meant}`?",)
+
+
+@pytest.mark.parametrize("code, word, meant, text", MISSPELLED, ids=MISSPELLED_IDS)
+def test_misspelled_word_suggests_the_closest_keyword(code, word, meant, text):
+    assert_suggests(text, code, word, meant)
+
+
+@pytest.mark.parametrize("code, word, meant, text", MISSPELLED, ids=MISSPELLED_IDS)
+def test_misspelled_word_after_other_statements(code, word, meant, text):
+    assert_suggests(SOURCE + "x0 = e | distinct\n" + text, code, word, meant)
+
+
+@pytest.mark.parametrize("code, word, meant, text", MISSPELLED, ids=MISSPELLED_IDS)
+def test_misspelled_word_inside_a_loop_body(code, word, meant, text):
+    assert_suggests(SOURCE + BODY + text + "    emit v0\n}\n", code, word, meant)
+
+
+def test_the_three_misspellings_of_issue_22():
+    # each used to point elsewhere: E0010 "missing `=`", a caret on the next line's `}`, "unexpected `id`"
+    assert_suggests("sourse edges = read csv(\"e.csv\") schema (src: long, dst: long)\n", "E0025", "sourse", "source")
+    assert_suggests(SOURCE + "x = loop cc(v = e) {\n    best = v | reduce(by src, dst = min(dst))\n"
+                    "    feedback v <- v\n    emit sate best\n}\n", "E0025", "sate", "state")
+    assert_suggests(SOURCE + "x = e | reduse(by id, n = count())\n", "E0026", "reduse", "reduce")
+
+
+@pytest.mark.parametrize("text, code", [
+    ("sorted = e | where(src = dst)\n", "E0012"),  # a stream named like a keyword is not the mistake
+    ("joined = e | distinct\nx = joined | where(src = dst)\n", "E0012"),
+    ("x = e | where(state = 1)\n", "E0012"),
+    ("x = e | selects(src\nsink x -> console()\n", "E0013"),  # no spelling of `selects` closes the parenthesis
+    ("stat = e | distinct\nsink stat ->\n", "E0018"),
+    ("x = e | sort(bi src)\n", "E0001"),  # too short to tell
+])
+def test_names_close_to_keywords_that_are_not_the_mistake(text, code):
+    assert syntax_error(SOURCE + text).code == code
+
+
+def test_a_misspelled_def_or_stdlib_operator_is_a_check_error_not_a_syntax_error():
+    # `selct(src)` parses as a call; the checker reports it (E0103) with its own suggestion
+    flow_to_ast(SOURCE + "x = e | selct(src) | conected_components()\n", "ok.flow")
 
 
 @pytest.mark.parametrize("text, found, expected", [

@@ -1,4 +1,4 @@
-"""Python functions (LANGUAGE.md section 7): examples/udf_scores.flow runs and matches plain
+"""Python functions (docs/language.md#python-functions): examples/udf_scores.flow runs and matches plain
 Python; a user function that raises is reported with the .flow line and the user's traceback."""
 from __future__ import annotations
 
