@@ -556,10 +556,10 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     temp = tmp_path / "temp"
     temp.mkdir()
     proc = run_cli("run", flow, "--quiet", env=dict(os.environ, TMPDIR=str(temp)))
-    assert proc.returncode == 4
-    assert len(list(temp.glob("scopeflow-jvm-*.log"))) == 1, "a failed run keeps Spark's own log"
-    assert "source `n001`" in proc.stderr or "source `edges`" in proc.stderr
-    assert f"{flow}:2" in proc.stderr and "nope/edges.csv" in proc.stderr
+    assert proc.returncode == 2  # refused before Spark starts: no JVM, so no JVM log either
+    assert not list(temp.glob("scopeflow-jvm-*.log"))
+    assert proc.stderr.startswith("error[E0501]: source `edges`: input ")
+    assert f"{flow}:2:1" in proc.stderr and "nope/edges.csv" in proc.stderr
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
 
 
