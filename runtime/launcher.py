@@ -31,7 +31,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     status, code, message = "ok", ExitCode.OK, None
     try:
         values = params if params is not None else parse_params(module.PARAMS, [])
-        preflight(module, values, flow_dir(module))
+        wanted = snapshots is not None and snapshots.wanted(module)
+        preflight(module, values, flow_dir(module), snapshots.root(module.PIPELINE) if wanted else None)
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
@@ -40,7 +41,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             config = module.CONFIG
         with settings(spark, config, on_fixed=_fixed):
             run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics)
-            if snapshots is not None and snapshots.wanted(module):
+            if wanted:
                 run.configure_snapshots(snapshots, module.SOURCES)
             module.pipeline(run)
             run.finish()
