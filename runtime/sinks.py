@@ -60,7 +60,8 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict,
         df.write.mode("overwrite").saveAsTable(target)  # the catalog swaps the table atomically
         return True
     fs = files_for(spark, target)
-    target = local_path(target) if is_local(target) else target
+    # (`out/x/` is `out/x`: the staging folder goes beside the target, never inside it)
+    target = os.path.normpath(local_path(target)) if is_local(target) else target.rstrip("/")
     recover(fs, target)
     mode = options.get("mode")
     problem = targets.check(fs, target, mode)

@@ -270,8 +270,8 @@ def marker(directory, name="_SCOPEFLOW") -> dict:
 def test_a_rerun_replaces_its_own_output(spark, tmp_path):
     a, b = two_inputs(tmp_path)
     flow = write_flow(tmp_path, SOURCES + """
-        sink a | union(b) -> csv("out/x", header = true)
-    """)
+        sink a | union(b) -> csv("out/x/", header = true)
+    """)  # (a trailing slash: the staging folder still goes beside the target)
     run_file(flow, spark=spark)
     target = tmp_path / "out" / "x"
     assert output_rows(target) == reference_rows(a, b)
