@@ -24,7 +24,7 @@ from scopeflow.dsl.diagnostics import InternalError
 from scopeflow.version import __version__
 
 RESERVED = {"F", "sf", "sys", "run", "rnd", "ctx", "pipeline", "main", "PARAMS", "CONFIG", "PIPELINE", "FLOW_FILE",
-            "FINGERPRINT", "UDFS", "OPERATORS", "SOURCES", "Window"}
+            "FINGERPRINT", "UDFS", "OPERATORS", "SOURCES", "SINKS", "Window"}
 JOIN_HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi",
             "anti": "left_anti"}
 
@@ -95,7 +95,15 @@ class Codegen:
         sources = {n.id: n.path for n in p.nodes.values()
                    if isinstance(n, ops.Source) and n.format != "table" and n.path is not None}
         out.append("SOURCES = {" + ", ".join(f"{_py(k)}: {self.constant(v)}" for k, v in sources.items()) + "}")
+        out += ["# Every sink: what a run checks before Spark starts (where it writes, what it may replace)."]
+        out += ["SINKS = ["] + [f"    {self.sink_record(s)}," for s in p.sinks] + ["]"]
         return out
+
+    def sink_record(self, sink) -> str:
+        path = self.constant(sink.path) if sink.path is not None else "None"
+        options = "{" + ", ".join(f"{_py(k)}: {self.constant(v)}" for k, v in sink.options) + "}"
+        return (f"sf.Sink({_py(sink.node)}, {_py(sink.format)}, {path}, {options}, "
+                f"at={_at(sink.path_span or sink.span)})")
 
     def operator_record(self, n: ops.Operator) -> str:
         desc = n.describe()

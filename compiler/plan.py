@@ -98,6 +98,7 @@ class Sink:
     path: Optional[Location]
     options: tuple[tuple[str, object], ...] = ()
     span: Optional[Span] = field(default=None, eq=False, repr=False)
+    path_span: Optional[Span] = field(default=None, eq=False, repr=False)  # its path's (or its own) span
 
 
 @frozen
@@ -232,7 +233,7 @@ def plan_to_text(plan: Plan) -> str:
         out += [f"  {nid} {type(plan.nodes[nid]).__name__}({_fields(plan.nodes[nid], skip=('id', 'scope', 'span'))})"
                 for nid in scope.nodes]
     out += [f"chain {c.id} [{c.scope}]: {' '.join(c.nodes)}" for c in plan.chains]
-    out += [f"sink {_fields(s, skip=('span',))}" for s in plan.sinks]
+    out += [f"sink {_fields(s, skip=('span', 'path_span'))}" for s in plan.sinks]
     return "\n".join(out) + "\n"
 
 

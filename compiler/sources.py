@@ -12,11 +12,28 @@ from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
 SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
-SINK_OPTIONS = {"csv": ("header", "sep"), "json": (), "parquet": (), "table": (), "console": ("rows",)}
+FILE_SINKS = ("csv", "json", "parquet")  # the sinks that write a folder of files (a path)
+FILE_SINK_OPTIONS = ("mode", "partition_by", "single_file")
+SINK_OPTIONS = {"csv": ("header", "sep") + FILE_SINK_OPTIONS, "json": FILE_SINK_OPTIONS,
+                "parquet": FILE_SINK_OPTIONS, "table": (), "console": ("rows",)}
+SINK_MODES = ("error_if_exists", "overwrite", "append")
+# What a sink option's value must be; an option not listed takes any constant or a `param`. A tuple: one of
+# these strings; "boolean": true or false; "fields": names of fields of the sink's stream. These three are
+# constants (not params): they decide what a run may delete and the shape of its output.
+SINK_OPTION_VALUES = {"mode": SINK_MODES, "single_file": "boolean", "partition_by": "fields"}
+ANY = object()
+# Sink options that do not go together: (option, value), (option, value or ANY), why.
+SINK_OPTION_CONFLICTS = (
+    (("single_file", True), ("mode", "append"),
+     "`append` adds part files to the folder, a single file cannot take another run's rows"),
+    (("single_file", True), ("partition_by", ANY),
+     "`partition_by` writes a folder per value, each with its own files"),
+)
 
 
 def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
@@ -75,6 +92,9 @@ def _read(lw: Lowering, src: A.ReadSource):
 
 def _value(lw: Lowering, arg: A.Arg):
     """A constant argument, or a reference to a `param`."""
+    if isinstance(arg.value, A.Names):
+        lw.fail("E0405", f"option `{arg.name}` takes a constant or a param, not a list of names", arg.value.span,
+                "a list of names", ["a list of field names is what `partition_by` of a file sink takes"])
     if isinstance(arg.value, A.Name):
         if arg.value.name not in lw.decl.params:
             lw.fail("E0104", f"unknown param `{arg.value.name}`", arg.value.span, "not a param",
@@ -83,17 +103,57 @@ def _value(lw: Lowering, arg: A.Arg):
     return arg.value.value
 
 
-def _arguments(lw: Lowering, args, what: str, allowed) -> tuple[Optional[ops.Location], tuple]:
-    """(the path, the options by name) of a source's or sink's arguments."""
+def _option(lw: Lowering, arg: A.Arg, kind):
+    """The value of option `arg` that takes `kind` (SINK_OPTION_VALUES)."""
+    if kind is None:
+        return _value(lw, arg)
+    v = arg.value
+    if kind == "fields":
+        if isinstance(v, A.Names):
+            return tuple(n.name for n in v.names)
+        if isinstance(v, A.Name):
+            return (v.name,)
+        lw.fail("E0405", f"`{arg.name}` takes field names, not a {v.type}", v.span, "not field names",
+                [f"name the fields: {arg.name} = (k, day)"])
+    if isinstance(v, (A.Name, A.Names)):
+        what = "a param" if isinstance(v, A.Name) else "a list of names"
+        lw.fail("E0405", f"`{arg.name}` takes a constant, not {what}", v.span, "not a constant",
+                ["write the value in the file: it decides what a run may replace and the shape of its output"])
+    if kind == "boolean":
+        if v.type != "boolean":
+            lw.fail("E0405", f"`{arg.name}` is true or false, not {_literal(v)}", v.span, "not a boolean",
+                    [f"{arg.name} = true"])
+        return v.value
+    if v.type != "string" or v.value not in kind:
+        choices = ", ".join(f'"{k}"' for k in kind)
+        lw.fail("E0405", f"`{arg.name}` is one of {choices}, not {_literal(v)}", v.span, f"not a {arg.name}",
+                did_you_mean(str(v.value), kind) if isinstance(v.value, str) else ())
+    return v.value
+
+
+def _literal(lit: A.Lit) -> str:
+    """A literal as it is written in .flow."""
+    if lit.type == "string":
+        return f'"{lit.value}"'
+    return {True: "true", False: "false", None: "null"}.get(lit.value, str(lit.value)) if lit.type in (
+        "boolean", "null") else str(lit.value)
+
+
+def _arguments(lw: Lowering, args, what: str, allowed, kinds=None) -> tuple[Optional[ops.Location], tuple]:
+    """(the path, the options by name) of a source's or sink's arguments. `allowed`: the option names (None:
+    any), `kinds`: what some options' values must be (SINK_OPTION_VALUES)."""
     positional, options = [], {}
     for a in args:
         if a.name is None:
             positional.append((a, _value(lw, a)))
         elif allowed is not None and a.name not in allowed:
-            lw.fail("E0114", f"{what} has no option `{a.name}`", a.span, "unknown option",
-                    did_you_mean(a.name, allowed))
+            takers = [f for f, names in SINK_OPTIONS.items() if a.name in names]
+            lw.fail("E0114", f"{what} has no option `{a.name}`" + (f": `{a.name}` is an option of "
+                                                                   f"{_formats(takers)}" if takers else ""),
+                    a.span, "unknown option", did_you_mean(a.name, allowed) if not takers else
+                    [f"options of {what}: {', '.join(allowed) or 'none'}"])
         else:
-            options[a.name] = _value(lw, a)
+            options[a.name] = _option(lw, a, (kinds or {}).get(a.name))
     if len(positional) > 1:
         lw.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument",
                 ["pass options by name, e.g. `header = true`"])
@@ -105,6 +165,13 @@ def _arguments(lw: Lowering, args, what: str, allowed) -> tuple[Optional[ops.Loc
         lw.fail("E0117", f"param `{path.name}` is {kind}, a path must be a string", arg.span, "not a string",
                 [f"declare it: param {path.name}: string = \"...\""])
     return (path if isinstance(path, ops.ParamRef) else ops.Path(str(path))), tuple(options.items())
+
+
+def _formats(formats: list) -> str:
+    """`the file sinks (csv, json, parquet)`, `console`, `csv`."""
+    if tuple(formats) == FILE_SINKS:
+        return f"the file sinks ({', '.join(FILE_SINKS)})"
+    return ", ".join(f"`{f}`" for f in formats)
 
 
 def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
@@ -140,13 +207,90 @@ def lower_sink(lw: Lowering, stmt: A.SinkDecl, scope: Scope, in_def: bool) -> No
     if scope.owner != "pipeline" or in_def:
         lw.fail("E0211", "sinks are only allowed at the pipeline level", stmt.span, "sink here",
                 ["emit the stream from the loop and sink the loop's output"])
-    nid, _ = lower.lower_stream(lw, stmt.expr, scope)
+    nid, schema = lower.lower_stream(lw, stmt.expr, scope)
     spec = stmt.sink
     if spec.format not in SINK_FORMATS:
         lw.fail("E0114", f"unknown sink `{spec.format}`", spec.span, "unknown sink", did_you_mean(spec.format,
                                                                                                  SINK_FORMATS))
-    path, options = _arguments(lw, spec.args, f"sink `{spec.format}`", SINK_OPTIONS[spec.format])
+    path, options = _arguments(lw, spec.args, f"sink `{spec.format}`", SINK_OPTIONS[spec.format],
+                               SINK_OPTION_VALUES)
     if path is None and spec.format != "console":
         lw.fail("E0114", f"sink `{spec.format}` needs a path", spec.span, "missing path",
                 [f"e.g. `{spec.format}(\"out/result\")`"])
-    lw.plan.add_sink(Sink(nid, spec.format, path, options, stmt.span))
+    given = {a.name: a for a in spec.args if a.name is not None}
+    if "partition_by" in given:
+        _check_partition_fields(lw, given["partition_by"], schema)
+    _check_conflicts(lw, dict(options), given)
+    path_arg = next((a for a in spec.args if a.name is None), None)
+    lw.plan.add_sink(Sink(nid, spec.format, path, options, stmt.span,
+                          path_span=path_arg.span if path_arg is not None else spec.span))
+
+
+def _check_partition_fields(lw: Lowering, arg: A.Arg, schema: Schema) -> None:
+    names = arg.value.names if isinstance(arg.value, A.Names) else (arg.value,)
+    seen = set()
+    for n in names:
+        f = schema.get(n.name)
+        if f is None:
+            lw.fail("E0301", f"unknown field `{n.name}` in `partition_by`", n.span, "no such field",
+                    did_you_mean(n.name, schema.names()))
+        if n.name in seen:
+            lw.fail("E0406", f"`partition_by` names field `{n.name}` twice", n.span, "again", ["name it once"])
+        if f.type.startswith("array"):
+            lw.fail("E0406", f"cannot partition by field `{n.name}` of type {f.type}", n.span, "an array",
+                    ["partition by a field of a simple type (long, string, date, ...)"])
+        seen.add(n.name)
+    if seen >= set(schema.names()):
+        lw.fail("E0406", "`partition_by` names every field of the stream: the files would hold no column",
+                arg.span, "every field", [f"leave out at least one field; the stream is {schema}"])
+
+
+def _check_conflicts(lw: Lowering, options: dict, given: dict) -> None:
+    for (a, va), (b, vb), why in SINK_OPTION_CONFLICTS:
+        if options.get(a, ANY) == va and b in options and (vb is ANY or options[b] == vb):
+            first, second = sorted((given[a], given[b]), key=lambda g: (g.span.line, g.span.col))
+            lw.fail("E0406", f"sink options `{a}` and `{b}` do not go together: {why}", second.span,
+                    f"with `{first.name}`", ["drop one of them"])
+
+
+# ---- sink paths -------------------------------------------------------------------------------------------
+
+
+def check_sink_paths(lw: Lowering) -> None:
+    """A sink replaces its whole target folder: a sink path that is or contains the .flow file's folder, that
+    is, contains or is inside an input, a Python module or another sink's path is an error (E0401), on the
+    path. A path given as a param is checked with the param's default (the run checks the value it gets)."""
+    base = normalized(lw.base_dir)
+    inputs = [(n, _path_text(lw, n.path)) for n in lw.plan.nodes.values()
+              if isinstance(n, ops.Source) and n.format != "table" and n.path is not None]
+    inputs = [(f"input `{p}` (source `{n.name}`)", p) for n, p in inputs if isinstance(p, str)]
+    inputs += [(f"Python module `{u.path}` (`use python ... as {u.alias}`)", u.path) for u in lw.decl.udfs.values()]
+    earlier: list = []
+    for sink in lw.plan.sinks:
+        p = _path_text(lw, sink.path) if sink.format in FILE_SINKS and sink.path is not None else None
+        if not isinstance(p, str) or not is_local(p):
+            continue
+        full = normalized(p, lw.base_dir)
+        what = f"sink path `{p}`" + (f" (the default of param `{sink.path.name}`)"
+                                     if isinstance(sink.path, ops.ParamRef) else "")
+        rel = relation(full, base)
+        if rel in (SAME, CONTAINS):
+            _unsafe(lw, sink, f"{what} {rel} the folder of the .flow file ({base})",
+                    "a sink replaces its whole target folder: give it a folder of its own, e.g. `out/result`")
+            continue
+        clash = next(((name, r) for name, q in inputs if (r := relation(full, normalized(q, lw.base_dir)))), None)
+        if clash is not None:
+            _unsafe(lw, sink, f"{what} {clash[1]} {clash[0]}",
+                    "a sink replaces its whole target folder and must not touch what the pipeline reads: "
+                    "write to a folder of its own, e.g. `out/result`")
+            continue
+        clash = next(((line, r) for line, q in earlier if (r := relation(full, q))), None)
+        if clash is not None:
+            _unsafe(lw, sink, f"{what} {clash[1]} the path of the sink on line {clash[0]}",
+                    "each sink needs a folder of its own, apart from the others'")
+            continue
+        earlier.append((sink.span.line if sink.span else 0, full))
+
+
+def _unsafe(lw: Lowering, sink: Sink, message: str, hint: str) -> None:
+    lw.error("E0401", message, sink.path_span or sink.span, "unsafe sink path", [hint])

@@ -325,7 +325,15 @@ class Arg:
     """A call argument of a source/sink: positional or `name = value`."""
 
     name: Optional[str]
-    value: object  # Lit | Name (param reference)
+    value: object  # Lit | Name (param reference, or a field) | Names
+    span: Optional[Span] = _span()
+
+
+@frozen
+class Names:
+    """A parenthesised list of names given as an argument: `partition_by = (k, day)`."""
+
+    names: tuple[Name, ...]
     span: Optional[Span] = _span()
 
 

@@ -431,6 +431,11 @@ class _Builder(Transformer):
         return A.Arg(str(c[0]), A.Name(str(c[1]), span=self._tok_span(c[1])), span=self._span(meta))
 
     @v_args(meta=True)
+    def kwarg_names(self, meta, c):
+        names = tuple(A.Name(str(t), span=self._tok_span(t)) for t in c[1:])
+        return A.Arg(str(c[0]), A.Names(names, span=self._span(meta)), span=self._span(meta))
+
+    @v_args(meta=True)
     def value_arg(self, meta, c):
         v = c[0]
         if isinstance(v, Token):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from typing import Optional
 
 from attrs import define
@@ -86,6 +87,10 @@ class SnapshotOptions:
     keep: int = 3
     resume: bool = False
     disabled: bool = False
+
+    def root(self, pipeline: str) -> str:
+        """The checkpoint folder: --checkpoint, or .scopeflow/<pipeline> (relative to the working folder)."""
+        return self.checkpoint or os.path.join(".scopeflow", pipeline)
 
     def wanted(self, module) -> bool:
         if self.disabled:

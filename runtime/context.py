@@ -4,6 +4,7 @@ snapshots and the report share. Loops run in `loop.py`, their rounds in `round.p
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import sys
@@ -319,7 +320,7 @@ class RunContext:
     def configure_snapshots(self, opts, sources: dict) -> None:
         from scopeflow.runtime.snapshots import Recovery, SnapshotStore, fingerprint_path
 
-        root = opts.checkpoint or os.path.join(".scopeflow", self.pipeline)
+        root = opts.root(self.pipeline)
         fingerprints = {}
         for op, path in sources.items():
             p = self.param(path.name) if isinstance(path, Param) else path
@@ -332,8 +333,11 @@ class RunContext:
             return
         found = store.latest(self.progress.trace)
         if found is None:
-            self.progress.trace(f"no snapshot in {store.root}: starting from the beginning")
-            store.start_fresh()
+            kept = store.resume_sinks()  # a run killed once its loops were done, or one without loops
+            self.progress.trace(f"no snapshot in {store.root}: starting from the beginning" +
+                                (f" (skipping the {len(store.sinks_done)} sink(s) committed before)" if kept else ""))
+            if not kept:
+                store.start_fresh()
             return
         snap, manifest = found
         self.recovery = Recovery(self, snap, manifest)
@@ -376,9 +380,15 @@ class RunContext:
 
             obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
             df = df.observe(obs, self.counters.column)
-        sink_io.write_atomically(self.spark, df, fmt, target, options)
+        # an append's commit id: the same when this run is resumed, so a commit made before a crash is seen
+        token = self.snapshots.token if self.snapshots is not None else self.run_id
+        commit = hashlib.sha256(f"{token}:{key}".encode()).hexdigest()[:16]
+        written = sink_io.write_atomically(self.spark, df, fmt, target, options, commit=commit,
+                                           pipeline=self.pipeline, at=self.where(op, at))
+        if not written:
+            self.progress.trace(f"sink {target}: appended before the restart (commit {commit}), skipped")
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
-        records = int(obs.get.get("n") or 0) if obs is not None else None
+        records = int(obs.get.get("n") or 0) if obs is not None and written else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target, records)

@@ -34,7 +34,8 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     try:
         values = params if params is not None else parse_params(module.PARAMS, [])
         base_dir = os.path.abspath(base_dir) if base_dir else flow_dir(module)
-        preflight(module, values, base_dir)
+        wanted = snapshots is not None and snapshots.wanted(module)
+        preflight(module, values, base_dir, snapshots.root(module.PIPELINE) if wanted else None)
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
@@ -45,7 +46,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics,
                              base_dir=base_dir)
             run.interrupts = interrupts
-            if snapshots is not None and snapshots.wanted(module):
+            if wanted:
                 run.configure_snapshots(snapshots, module.SOURCES)
             module.pipeline(run)
             run.finish()

@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from scopeflow.runtime import targets
 from scopeflow.runtime.errors import Position, RunRefused
+from scopeflow.runtime.filesystems import LOCAL
 from scopeflow.runtime.spec import Param
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
 
 
 def resolve(base_dir: str, path: str) -> str:
@@ -29,17 +32,13 @@ def position(module, op: str) -> Optional[Position]:
     return Position(module.FLOW_FILE, *record.at) if record is not None and record.at else None
 
 
-def local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
 def check_inputs(module, params: dict, base_dir: str) -> None:
     """Every file input exists and can be read."""
     for op, p in module.SOURCES.items():
         path = resolve(base_dir, value(params, p))
-        if not local(path):
+        if not is_local(path):
             continue  # hdfs://, s3a://...: Spark's file systems answer (at the read, with the source's position)
-        path = path[len("file://"):] if path.startswith("file://") else path
+        path = normalized(path)
         record = module.OPERATORS[op]
         what = f"source `{record.name}`" if record.name else "source"
         if not os.path.exists(path):
@@ -62,7 +61,56 @@ def check_streaming(module) -> None:
                              hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
 
 
-def preflight(module, params: dict, base_dir: str) -> None:
-    """Refuse a run whose inputs or outputs are known to be wrong before Spark starts."""
+def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
+    """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder or one holding it,
+    apart from every input, the other sinks and the checkpoint folder, with this run's params), its mode lets
+    it write its target (E0402 files scopeflow did not write, E0403 `error_if_exists`), and the target can be
+    written (E0404). Sinks on other file systems are checked when they write."""
+    base = normalized(base_dir)
+    inputs = [(op, resolve(base_dir, value(params, p))) for op, p in module.SOURCES.items()]
+    inputs = [(f"input {p} ({_what(module, op)})", normalized(p)) for op, p in inputs if is_local(p)]
+    if checkpoint is not None and is_local(checkpoint):
+        inputs.append((f"the checkpoint folder {normalized(checkpoint)} (--checkpoint DIR, default "
+                       f".scopeflow/{module.PIPELINE})", normalized(checkpoint)))
+    earlier: list = []
+    for sink in getattr(module, "SINKS", ()):  # (a script generated before sinks were listed has none)
+        if sink.format not in targets.FILE_FORMATS or sink.path is None:
+            continue
+        raw = value(params, sink.path)
+        path = resolve(base_dir, raw)
+        if not is_local(path):
+            continue  # hdfs://, s3a://...: checked when the sink writes
+        full = normalized(path)
+        at = Position(module.FLOW_FILE, *sink.at) if sink.at else None
+        what = f"sink path {raw}" + (f" (--param {sink.path.name})" if isinstance(sink.path, Param) else "")
+
+        def refuse(code: str, message: str, hint: str, notes: tuple = ()):
+            raise RunRefused(message, hint, code, at, "written here", notes)
+
+        rel = relation(full, base)
+        if rel in (SAME, CONTAINS):
+            refuse("E0401", f"{what} {rel} the folder of the .flow file ({base})",
+                   "a sink replaces its whole target folder: give it a folder of its own, e.g. out/result")
+        for name, other in inputs + earlier:
+            rel = relation(full, other)
+            if rel is not None:
+                refuse("E0401", f"{what} {rel} {name}",
+                       "a sink replaces its whole target folder: give it a folder of its own, apart from the "
+                       "inputs, the other sinks and the checkpoint folder")
+        problem = targets.check(LOCAL, full, sink.option("mode", params)) or targets.writable(full)
+        if problem is not None:
+            refuse(problem.code, problem.message, problem.hint, problem.notes)
+        earlier.append((f"the path of the sink on line {sink.at[0] if sink.at else '?'} ({full})", full))
+
+
+def _what(module, op: str) -> str:
+    record = module.OPERATORS.get(op)
+    return f"source `{record.name}`" if record is not None and record.name else "a source"
+
+
+def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
+    """Refuse a run whose inputs or outputs are known to be wrong before Spark starts. `checkpoint`: the
+    snapshot folder of a run that takes snapshots."""
     check_streaming(module)
     check_inputs(module, params, base_dir)
+    check_sinks(module, params, base_dir, checkpoint)

@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from typing import Optional
 
 from pyspark.sql import DataFrame
@@ -105,6 +106,7 @@ class SnapshotStore:
         self.writer: Optional[threading.Thread] = None
         self.writer_error: Optional[BaseException] = None
         self.sinks_done: list = []
+        self.token = uuid.uuid4().hex  # this run's, kept by a resumed run: it names the sinks' append commits
         self.completed: dict = {}  # pipeline-level loop scope -> {emit name: frame}
         self.seq = 0
         os.makedirs(self.root, exist_ok=True)
@@ -295,23 +297,45 @@ class SnapshotStore:
     def sink_log_path(self) -> str:
         return os.path.join(self.root, "sinks.json")
 
-    def load_sink_log(self) -> list:
+    def _sink_log(self) -> Optional[dict]:
+        """The sink log of a run of this plan, or None."""
         try:
             with open(self.sink_log_path(), encoding="utf-8") as fh:
                 doc = json.load(fh)
         except (OSError, ValueError):
-            return []
-        return doc.get("sinks", []) if doc.get("fingerprint") == self.run.fingerprint else []
+            return None
+        return doc if doc.get("fingerprint") == self.run.fingerprint else None
+
+    def load_sink_log(self) -> list:
+        """The sinks the interrupted run committed (and its token: a resumed run is the same run)."""
+        doc = self._sink_log() or {}
+        self.token = doc.get("token", self.token)
+        return doc.get("sinks", [])
+
+    def resume_sinks(self) -> bool:
+        """Resuming without a snapshot: keep the interrupted run's sink log and token when it ran this plan over
+        these inputs (its committed sinks are skipped, its appends not made twice)."""
+        doc = self._sink_log()
+        if doc is None or doc.get("sources") != self.sources:
+            return False
+        for d in self.snapshot_dirs():  # uncommitted ones: they do not exist
+            shutil.rmtree(d, ignore_errors=True)
+        self.token = doc.get("token", self.token)
+        self.sinks_done = list(doc.get("sinks", []))
+        return True
 
     def sink_committed(self, key: str) -> None:
         self.sinks_done.append(key)
-        _atomic_json(self.sink_log_path(), {"fingerprint": self.run.fingerprint, "sinks": self.sinks_done})
+        self._write_sink_log()
+
+    def _write_sink_log(self) -> None:
+        _atomic_json(self.sink_log_path(), {"fingerprint": self.run.fingerprint, "sources": self.sources,
+                                            "token": self.token, "sinks": self.sinks_done})
 
     def start_fresh(self) -> None:
         for d in self.snapshot_dirs():
             shutil.rmtree(d, ignore_errors=True)
-        if os.path.exists(self.sink_log_path()):
-            os.remove(self.sink_log_path())
+        self._write_sink_log()  # the run's token, before any sink commits
 
     def finished(self) -> None:
         """The run completed: a later --resume has nothing to continue."""

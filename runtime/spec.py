@@ -51,6 +51,24 @@ class Operator:
 
 
 @frozen
+class Sink:
+    """One `sink` statement: the operator it writes, its format, its path (a constant or a `Param`; a table's
+    name; None for `console`) and options, and where its path is in the .flow file. What a run checks before
+    Spark starts (`preflight.check_sinks`)."""
+
+    op: str
+    format: str
+    path: object
+    options: dict = field(factory=dict)
+    at: tuple = field(default=(), eq=False)
+
+    def option(self, name: str, params: dict, default=None):
+        """An option's value in this run (a `Param` resolved)."""
+        v = self.options.get(name, default)
+        return params[v.name] if isinstance(v, Param) else v
+
+
+@frozen
 class Emit:
     name: Optional[str]  # None: the loop's single output
     mode: str  # all | last | state

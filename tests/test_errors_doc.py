@@ -22,8 +22,18 @@ def test_every_emitted_code_is_documented():
 
 
 def test_every_documented_code_is_emitted():
-    stale = sorted(set(documented()) - set(emitted_codes("dsl", "compiler")))
+    stale = sorted(set(documented()) - set(emitted_codes("dsl", "compiler", "runtime")))
     assert not stale, f"docs/errors.md documents codes nothing emits: {stale}"
+
+
+def test_every_sink_code_of_the_runtime_is_documented():
+    """The runtime's refusals of sink targets (E04xx) are in the table, marked as run-time ones."""
+    doc = documented()
+    runtime = {code for code in emitted_codes("runtime") if code.startswith("E04")}
+    assert runtime, "the grep found the runtime's sink codes"
+    assert not sorted(runtime - set(doc))
+    for code in runtime - set(emitted_codes("dsl", "compiler")):
+        assert doc[code][0].startswith("*(at run time, before Spark starts)*"), code
 
 
 def test_each_code_has_one_row_with_a_meaning_and_an_example():

@@ -32,6 +32,10 @@ OPERATORS = {
     'n012': sf.Operator('loop_out', 'components', 'pipeline', 'emit state from cc (id: long, label: long)', '71543c01', at=(13, 5, 20)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n012', 'csv', 'out/components', {'header': True}, at=(15, 24, 40)),
+]
 
 
 def pipeline(run):

@@ -36,6 +36,11 @@ OPERATORS = {
     'n016': sf.Operator('loop_out', 'scores.auths', 'pipeline', 'emit last auths from hits (id: long, auth: double)', '0705bffd', at=(13, 5, 26)),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n015', 'csv', 'out/hubs', {'header': True}, at=(15, 25, 35)),
+    sf.Sink('n016', 'csv', 'out/auths', {'header': True}, at=(16, 26, 37)),
+]
 
 
 def pipeline(run):

@@ -40,6 +40,10 @@ OPERATORS = {
     'n020': sf.Operator('loop_out', 'cores', 'pipeline', 'emit all from kcore (id: long, core: long)', '4828fc7c', at=(19, 5, 45)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n020', 'csv', 'out/cores', {'header': True}, at=(22, 19, 30)),
+]
 
 
 def pipeline(run):

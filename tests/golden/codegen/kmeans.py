@@ -34,6 +34,10 @@ OPERATORS = {
     'n014': sf.Operator('loop_out', 'centers', 'pipeline', 'emit last from km (cid: long, x: double, y: double)', 'fe60c755', at=(15, 5, 20)),
 }
 SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n014', 'csv', 'out/centers', {'header': True}, at=(17, 21, 34)),
+]
 
 
 def pipeline(run):

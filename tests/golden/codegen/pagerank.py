@@ -34,6 +34,10 @@ OPERATORS = {
     'n014': sf.Operator('loop_out', 'ranks', 'pipeline', 'emit last from pr (id: long, rank: double)', 'fd442119', at=(13, 5, 19)),
 }
 SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n014', 'csv', 'out/ranks', {'header': True}, at=(15, 19, 30)),
+]
 
 
 def pipeline(run):

@@ -31,6 +31,10 @@ OPERATORS = {
     'n011': sf.Operator('loop_out', 'reached', 'pipeline', 'emit all from reach (v: long)', 'e996d029', at=(9, 5, 14)),
 }
 SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n011', 'csv', 'out/reached', {'header': True}, at=(11, 21, 34)),
+]
 
 
 def pipeline(run):

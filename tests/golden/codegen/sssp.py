@@ -31,6 +31,10 @@ OPERATORS = {
     'n011': sf.Operator('loop_out', 'dists', 'pipeline', 'emit state from sssp (id: long, dist: double)', '351da6b8', at=(14, 5, 20)),
 }
 SOURCES = {'n001': sf.Param('edges_path')}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n011', 'csv', 'out/distances', {'header': True}, at=(16, 19, 34)),
+]
 
 
 def pipeline(run):

@@ -29,6 +29,10 @@ OPERATORS = {
     'n009': sf.Operator('loop_out', 'closure', 'pipeline', 'emit all from tc (src: long, dst: long)', '1319efa8', at=(10, 5, 15)),
 }
 SOURCES = {'n001': 'data/edges.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n009', 'csv', 'out/closure', {'header': True}, at=(12, 21, 34)),
+]
 
 
 def pipeline(run):

@@ -30,6 +30,11 @@ OPERATORS = {
     'n007': sf.Operator('sort', None, 'pipeline', 'by id (id: long, score: double, grade: string)', '76e68280', at=(11, 40, 51)),
 }
 SOURCES = {'n001': 'data/points.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n007', 'csv', 'out/scores', {'header': True}, at=(11, 59, 71)),
+    sf.Sink('n005', 'csv', 'out/corners', {'header': True}, at=(12, 21, 34)),
+]
 
 
 def pipeline(run):

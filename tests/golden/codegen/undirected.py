@@ -26,6 +26,10 @@ OPERATORS = {
     'n006': sf.Operator('sort', None, 'pipeline', 'by degree desc, id (id: long, degree: long)', '08435063', at=(10, 16, 40)),
 }
 SOURCES = {'n001': 'data/graph.csv'}
+# Every sink: what a run checks before Spark starts (where it writes, what it may replace).
+SINKS = [
+    sf.Sink('n006', 'csv', 'out/degrees', {'header': True}, at=(10, 48, 61)),
+]
 
 
 def pipeline(run):

@@ -1,0 +1,135 @@
+"""What a file sink may do to its target folder (docs/language.md "Sink modes"), decided the same way before
+Spark starts (`preflight.check_sinks`, this machine's files) and again when the sink writes (`sinks.py`, any
+file system).
+
+Every folder scopeflow writes holds a marker, `_SCOPEFLOW` (written by a sink that replaces its target) or
+`_SCOPEFLOW-<commit>` (one per `append`), a JSON file listing the files that write put there. Spark's readers
+skip files whose names start with `_` or `.`, so the marker is never read as data. A target is scopeflow's
+when every file in it is listed by one of its markers (or is one, or is a listed file's `.NAME.crc`); a sink
+without `mode` replaces only such a target, and refuses one holding anything else (E0402).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+from attrs import frozen
+
+from scopeflow.runtime.filesystems import Files
+
+MARKER = "_SCOPEFLOW"
+STAGING = ".__staging-"  # `<target>.__staging-<hex>`: a write in progress, beside the target
+BACKUP = ".__previous"  # `<target>.__previous`: the old target during a swap
+FILE_FORMATS = ("csv", "json", "parquet")
+MODES = ("error_if_exists", "overwrite", "append")
+SHOWN = 5  # foreign files named in a message
+
+
+@frozen
+class Problem:
+    """Why a sink may not write its target: a docs/errors.md code, the message, a hint, notes."""
+
+    code: str
+    message: str
+    hint: str
+    notes: tuple = ()
+
+
+def is_marker(name: str) -> bool:
+    return name == MARKER or (name.startswith(MARKER + "-") and "." not in name)
+
+
+def hidden(rel: str) -> bool:
+    """Not data: a file whose name starts with `_` or `.` (Spark's `_SUCCESS`, checksums, markers)."""
+    return os.path.basename(rel).startswith(("_", "."))
+
+
+def marker_doc(pipeline: str, fmt: str, mode: Optional[str], commit: str, files: list) -> str:
+    return json.dumps({"written_by": "scopeflow", "pipeline": pipeline, "format": fmt, "mode": mode or "replace",
+                       "commit": commit, "files": sorted(files)}, indent=1)
+
+
+def listed(fs: Files, path: str) -> set:
+    try:
+        return set(json.loads(fs.read_text(path)).get("files", []))
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def pending_appends(fs: Files, target: str) -> list[tuple[str, str]]:
+    """(staging folder, marker name) of each append into `target` that was written but not committed (a crash
+    between moving its files in and moving its marker in): the next write takes its files back out."""
+    out = []
+    for staging in fs.glob(f"{target}{STAGING}*"):
+        for m in fs.glob(fs.join(staging, MARKER + "-*")):
+            name = m.rstrip("/").rsplit("/", 1)[-1]
+            if is_marker(name) and not fs.exists(fs.join(target, name)):
+                out.append((staging, name))
+    return out
+
+
+def foreign_files(fs: Files, target: str) -> list[str]:
+    """The files under folder `target` that no scopeflow marker lists, relative to it."""
+    files = fs.list_files(target)
+    owned = {f for f in files if "/" not in f and os.sep not in f and is_marker(f)}
+    for m in list(owned):
+        owned |= listed(fs, fs.join(target, m))
+    for staging, name in pending_appends(fs, target):
+        owned |= listed(fs, fs.join(staging, name))
+
+    def mine(f: str) -> bool:
+        head, name = os.path.split(f)
+        crc_of = os.path.join(head, name[1:-4]) if name.startswith(".") and name.endswith(".crc") else None
+        return f in owned or (crc_of is not None and crc_of in owned)
+
+    return [f for f in files if not mine(f)]
+
+
+def check(fs: Files, target: str, mode: Optional[str]) -> Optional[Problem]:
+    """Why a sink with `mode` may not write `target`, or None. A target a crash left as its backup counts
+    as the target (the next write restores it first)."""
+    where = target if fs.exists(target) else f"{target}{BACKUP}" if fs.exists(f"{target}{BACKUP}") else None
+    if where is None or mode == "overwrite":
+        return None
+    if mode == "error_if_exists":
+        return Problem("E0403", f"sink target {target} exists and the sink says mode = \"error_if_exists\"",
+                       "remove it or write elsewhere; or choose a mode: \"overwrite\" replaces it, \"append\" adds "
+                       "to it, and without `mode` a sink replaces only what scopeflow wrote")
+    if not fs.is_dir(where):
+        return Problem("E0402", f"sink target {target} is a file, which scopeflow did not write",
+                       "nothing was deleted. Write to another path, move the file away, or add mode = \"overwrite\" "
+                       "to the sink to replace it")
+    if mode == "append":
+        return None  # adds files, deletes none
+    foreign = foreign_files(fs, where)
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:SHOWN]) + (f" (and {len(foreign) - SHOWN} more)" if len(foreign) > SHOWN else "")
+    return Problem("E0402", f"sink target {target} holds files scopeflow did not write: {shown}",
+                   "nothing was deleted. Write to another folder, move the files away, or add mode = \"overwrite\" "
+                   "to the sink to replace the folder and everything in it",
+                   (f"a folder scopeflow writes has a {MARKER} file listing what it wrote; the sink replaces only "
+                    "such a folder (one written before scopeflow marked its output has none: delete it once)",))
+
+
+def writable(target: str) -> Optional[Problem]:
+    """Why this machine's `target` cannot be written, or None: the sink creates `target` and a staging folder
+    beside it (so the nearest existing folder above it must be writable), and replaces or adds to `target`."""
+    if os.path.isdir(target) and not os.access(target, os.W_OK | os.X_OK):
+        return _not_writable(target, target)
+    above = os.path.dirname(target.rstrip(os.sep)) or os.sep
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return Problem("E0404", f"sink target {target} cannot be written: {above} is not a folder",
+                       f"write to a path that is not inside the file {above}")
+    if not os.access(above, os.W_OK | os.X_OK):
+        return _not_writable(target, above)
+    return None
+
+
+def _not_writable(target: str, folder: str) -> Problem:
+    return Problem("E0404", f"sink target {target} cannot be written: no write access to {folder} (permission "
+                            "denied, or a read-only file system)",
+                   f"give this user write access (chmod u+w {folder}) or write elsewhere")

@@ -1,0 +1,469 @@
+"""Sink targets (docs/language.md "Sink modes", issue 22 items 2, 3 and the sinks half of 5): what a sink may
+replace, its modes, `partition_by` and `single_file`, unsafe sink paths refused at check time, and every
+refusal that needs no JVM made before Spark starts. Real files, real Spark, real CLI subprocesses; outputs are
+compared with what the csv module reads from the inputs, never with scopeflow's own output alone."""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+
+import pytest
+
+from scopeflow.api import run_file
+from scopeflow.compiler import check_flow
+from scopeflow.runtime.errors import RuntimeFailure
+
+pytestmark = pytest.mark.spark
+
+
+def write_flow(tmp_path, text: str, name: str = "t.flow") -> str:
+    """A .flow file of `text`'s lines, each without its indentation."""
+    path = tmp_path / name
+    path.write_text("".join(line.strip() + "\n" for line in text.splitlines() if line.strip()))
+    return str(path)
+
+
+def write_csv(path, header: list, rows: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def reference_rows(*paths) -> Counter:
+    """The rows of CSV inputs as (long, long) tuples, read with the csv module (the independent reference)."""
+    out = Counter()
+    for p in paths:
+        with open(p, newline="") as fh:
+            reader = csv.reader(fh)
+            next(reader)
+            out.update(tuple(int(x) for x in row) for row in reader if row)
+    return out
+
+
+def data_files(directory, pattern: str = "*.csv") -> list[str]:
+    """The data files under an output directory (at any depth), not Spark's or scopeflow's `_`/`.` files."""
+    return sorted(p for p in glob.glob(os.path.join(str(directory), "**", pattern), recursive=True)
+                  if not os.path.basename(p).startswith(("_", ".")))
+
+
+def output_rows(directory) -> Counter:
+    """Every row of every CSV part file under `directory`, each file's header skipped, with the csv module."""
+    out = Counter()
+    for p in data_files(directory):
+        with open(p, newline="") as fh:
+            reader = csv.reader(fh)
+            assert next(reader) == ["k", "v"], p
+            out.update(tuple(int(x) for x in row) for row in reader if row)
+    return out
+
+
+def leftovers(directory) -> list[str]:
+    """Staging or backup folders a sink left behind."""
+    return [p for p in os.listdir(directory) if "__staging" in p or "__previous" in p]
+
+
+def scopeflow_cmd(*args) -> list[str]:
+    return [sys.executable, "-m", "scopeflow.cli", *args]
+
+
+def two_inputs(tmp_path, a=range(0, 12), b=range(12, 20)):
+    """Two CSV inputs (k, v): reading both and taking their union gives a stream of two partitions, so a sink
+    without `single_file` writes two part files."""
+    write_csv(tmp_path / "data" / "a.csv", ["k", "v"], [(i % 3, i) for i in a])
+    write_csv(tmp_path / "data" / "b.csv", ["k", "v"], [(i % 3, i) for i in b])
+    return tmp_path / "data" / "a.csv", tmp_path / "data" / "b.csv"
+
+
+SOURCES = """
+    source a = read csv("data/a.csv", header = true) schema (k: long, v: long)
+    source b = read csv("data/b.csv", header = true) schema (k: long, v: long)
+"""
+
+
+# ---- refused before Spark starts -------------------------------------------------------------------------
+
+
+def refused_before_spark(tmp_path, proc, started: float, temp) -> None:
+    """Exit 2, no JVM was started (a JVM writes its log to $TMPDIR), quickly, and nothing was written."""
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    assert not list(temp.glob("scopeflow-jvm-*.log")), "Spark was started"
+    assert "Traceback" not in proc.stderr
+    assert elapsed < 15, elapsed  # a whole CLI process on a loaded machine; the refusal itself is milliseconds
+    assert not [p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p]
+
+
+def run_refused(tmp_path, flow, *args, cwd=None, prefix=()):
+    temp = tmp_path / "tmp-jvm"
+    temp.mkdir(exist_ok=True)
+    started = time.monotonic()
+    proc = subprocess.run([*prefix, *scopeflow_cmd("run", flow, *args)], capture_output=True, text=True,
+                          env=dict(os.environ, TMPDIR=str(temp)), cwd=cwd, timeout=300)
+    refused_before_spark(tmp_path, proc, started, temp)
+    return proc
+
+
+def test_foreign_files_in_the_target_refuse_the_run_before_spark(tmp_path):
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true)
+    """)
+    target = tmp_path / "out" / "x"
+    target.mkdir(parents=True)
+    (target / "important.txt").write_text("keep me")
+    (target / "notes").mkdir()
+    (target / "notes" / "todo.md").write_text("and me")
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0402]" in proc.stderr
+    assert str(target) in proc.stderr and "important.txt" in proc.stderr and "notes/todo.md" in proc.stderr
+    assert f"{flow}:3:15" in proc.stderr and "^^^^^^^ written here" in proc.stderr  # the sink's path in the .flow file
+    assert 'mode = "overwrite"' in proc.stderr  # the hint says how to replace it anyway
+    assert (target / "important.txt").read_text() == "keep me"
+    assert (target / "notes" / "todo.md").read_text() == "and me"
+
+
+def test_error_if_exists_refuses_an_existing_target_before_spark(tmp_path):
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true, mode = "error_if_exists")
+    """)
+    (tmp_path / "out" / "x").mkdir(parents=True)
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0403]" in proc.stderr and str(tmp_path / "out" / "x") in proc.stderr
+    assert os.listdir(tmp_path / "out" / "x") == []
+
+
+def test_a_target_that_cannot_be_written_is_refused_before_spark(tmp_path):
+    two_inputs(tmp_path)
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("notes.txt/out", header = true)
+    """)
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0404]" in proc.stderr and "notes.txt" in proc.stderr and "not a folder" in proc.stderr
+
+    # a read-only parent folder (root ignores permission bits: run without the capability that does that)
+    prefix = ()
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only folder is writable")
+        prefix = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("ro/out/x", header = true)
+    """, "ro.flow")
+    os.chmod(ro, 0o555)
+    try:
+        proc = run_refused(tmp_path, flow, prefix=prefix)
+    finally:
+        os.chmod(ro, 0o755)
+    assert "error[E0404]" in proc.stderr and str(ro) in proc.stderr and "permission denied" in proc.stderr
+    assert os.listdir(ro) == []
+
+
+def test_a_param_or_checkpoint_path_that_makes_a_sink_unsafe_is_refused_before_spark(tmp_path):
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        param out: string = "out/x"
+        sink a -> csv(out, header = true)
+    """)
+    proc = run_refused(tmp_path, flow, "--param", "out=data")
+    assert "error[E0401]" in proc.stderr and "contains input" in proc.stderr and "a.csv" in proc.stderr
+    proc = run_refused(tmp_path, flow, "--param", "out=.")
+    assert "error[E0401]" in proc.stderr and "folder of the .flow file" in proc.stderr
+    proc = run_refused(tmp_path, flow, "--checkpoint", "out/x/ck", cwd=tmp_path)
+    assert "error[E0401]" in proc.stderr and "checkpoint" in proc.stderr
+    proc = run_refused(tmp_path, flow, "--checkpoint", "out", cwd=tmp_path)
+    assert "error[E0401]" in proc.stderr and "checkpoint" in proc.stderr
+    assert sorted(os.listdir(tmp_path / "data")) == ["a.csv", "b.csv"]
+
+
+# ---- unsafe sink paths at check time ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sinks, words", [
+    (['csv(".")'], "is the folder of the .flow file"),
+    (['csv("..")'], "contains the folder of the .flow file"),
+    (['csv("data")'], "contains input `data/a.csv` (source `a`)"),
+    (['csv("data/a.csv")'], "is input `data/a.csv` (source `a`)"),
+    (['csv("data/a.csv/out")'], "is inside input `data/a.csv` (source `a`)"),
+    (['csv("out/x")', 'json("out/x")'], "is the path of the sink on line"),
+    (['csv("out/x")', 'parquet("out/x/y")'], "is inside the path of the sink on line"),
+    (['csv("out/x/y")', 'json("out")'], "contains the path of the sink on line"),
+])
+def test_unsafe_sink_paths_are_check_errors_on_the_path(tmp_path, sinks, words):
+    two_inputs(tmp_path)
+    text = textwrap.dedent(SOURCES).lstrip() + "".join(f"sink a -> {s}\n" for s in sinks)
+    result = check_flow(text, str(tmp_path / "t.flow"), str(tmp_path))
+    assert [d.code for d in result.errors] == ["E0401"], [d.render() for d in result.errors]
+    d = result.errors[0]
+    assert words in d.message
+    line = 2 + len(sinks)
+    assert (d.span.line, d.span.col) == (line, len("sink a -> ") + sinks[-1].index("(") + 2)
+    rendered = d.render(text)
+    assert "^" in rendered and "= help:" in rendered
+
+
+def test_a_param_default_that_is_unsafe_is_a_check_error(tmp_path):
+    two_inputs(tmp_path)
+    text = textwrap.dedent(SOURCES).lstrip() + 'param out: string = "."\nsink a -> csv(out)\n'
+    result = check_flow(text, str(tmp_path / "t.flow"), str(tmp_path))
+    assert [d.code for d in result.errors] == ["E0401"]
+    assert "param `out`" in result.errors[0].message
+
+
+def test_run_refuses_a_sink_to_the_project_folder_without_touching_it(tmp_path, run_cli):
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv(".", header = true)
+    """)
+    before = sorted(os.listdir(tmp_path))
+    proc = run_cli("run", flow, cwd=str(tmp_path))
+    assert proc.returncode == 1 and "error[E0401]" in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+    assert not leftovers(tmp_path.parent)
+
+
+# ---- options at check time ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sink, code, words", [
+    ('table("db.t", mode = "append")', "E0114", "of the file sinks (csv, json, parquet)"),
+    ('console(single_file = true)', "E0114", "of the file sinks (csv, json, parquet)"),
+    ('csv("out/x", mode = "apend")', "E0405", "did you mean `append`"),
+    ('csv("out/x", single_file = "yes")', "E0405", "true or false"),
+    ('csv("out/x", partition_by = "k")', "E0405", "field names"),
+    ('csv("out/x", partition_by = (kk))', "E0301", "did you mean `k`"),
+    ('csv("out/x", partition_by = (k, v))', "E0406", "every field"),
+    ('csv("out/x", single_file = true, mode = "append")', "E0406", "append"),
+    ('csv("out/x", single_file = true, partition_by = (k))', "E0406", "partition_by"),
+])
+def test_sink_options_are_checked(tmp_path, sink, code, words):
+    two_inputs(tmp_path)
+    text = textwrap.dedent(SOURCES).lstrip() + f"sink a -> {sink}\n"
+    result = check_flow(text, str(tmp_path / "t.flow"), str(tmp_path))
+    assert [d.code for d in result.errors] == [code], [d.render() for d in result.errors]
+    d = result.errors[0]
+    assert words in d.message + " ".join(d.hints), d.render(text)
+
+
+# ---- what a sink writes (real Spark) -------------------------------------------------------------------------
+
+
+def marker(directory, name="_SCOPEFLOW") -> dict:
+    with open(os.path.join(str(directory), name), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_a_rerun_replaces_its_own_output(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x/", header = true)
+    """)  # (a trailing slash: the staging folder still goes beside the target)
+    run_file(flow, spark=spark)
+    target = tmp_path / "out" / "x"
+    assert output_rows(target) == reference_rows(a, b)
+    listed = marker(target)["files"]
+    assert {os.path.relpath(p, target) for p in data_files(target)} <= set(listed)
+
+    a, b = two_inputs(tmp_path, range(100, 103), range(103, 104))
+    run_file(flow, spark=spark)
+    assert output_rows(target) == reference_rows(a, b)
+    assert not leftovers(tmp_path / "out")
+
+
+def test_a_foreign_target_is_refused_in_process_too_and_overwrite_replaces_it(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true)
+    """)
+    target = tmp_path / "out" / "x"
+    target.mkdir(parents=True)
+    (target / "important.txt").write_text("keep me")
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(flow, spark=spark)
+    assert info.value.code == "E0402"
+    assert (target / "important.txt").read_text() == "keep me"
+
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true, mode = "overwrite")
+    """)
+    run_file(flow, spark=spark)
+    assert not (target / "important.txt").exists()
+    assert output_rows(target) == reference_rows(a)
+
+
+def test_error_if_exists_writes_a_new_target(spark, tmp_path):
+    a, _ = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true, mode = "error_if_exists")
+    """)
+    run_file(flow, spark=spark)
+    assert output_rows(tmp_path / "out" / "x") == reference_rows(a)
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(flow, spark=spark)
+    assert info.value.code == "E0403"
+    assert output_rows(tmp_path / "out" / "x") == reference_rows(a)
+
+
+def test_append_adds_each_runs_rows_once_and_keeps_the_existing_files(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true, mode = "append")
+    """)
+    target = tmp_path / "out" / "x"
+    run_file(flow, spark=spark)
+    first = reference_rows(a, b)
+    assert output_rows(target) == first
+    before = {p: open(p).read() for p in data_files(target)}
+
+    a, b = two_inputs(tmp_path, range(50, 55), range(55, 57))
+    run_file(flow, spark=spark)
+    assert output_rows(target) == first + reference_rows(a, b)
+    assert all(open(p).read() == text for p, text in before.items()), "append changed an existing file"
+    assert len([n for n in os.listdir(target) if n.startswith("_SCOPEFLOW")]) == 2
+    assert not leftovers(tmp_path / "out")
+
+    # an appended target is scopeflow's: a sink without `mode` replaces it
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true)
+    """)
+    run_file(flow, spark=spark)
+    assert output_rows(target) == reference_rows(a, b)
+
+
+def test_partition_by_output_reads_back_in_spark(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true, partition_by = (k))
+        sink a | union(b) -> parquet("out/p", partition_by = (k))
+    """)
+    run_file(flow, spark=spark)
+    target = tmp_path / "out" / "x"
+    assert sorted(n for n in os.listdir(target) if not n.startswith(("_", "."))) == ["k=0", "k=1", "k=2"]
+    for k in range(3):  # a partition's files hold the other fields only
+        for p in data_files(target / f"k={k}"):
+            with open(p, newline="") as fh:
+                assert next(csv.reader(fh)) == ["v"]
+    expected = reference_rows(a, b)
+    back = spark.read.option("header", True).schema("v long, k long").csv(str(target))
+    assert Counter((r.k, r.v) for r in back.collect()) == expected
+    back = spark.read.parquet(str(tmp_path / "out" / "p"))
+    assert Counter((r.k, r.v) for r in back.collect()) == expected
+
+
+def test_single_file_writes_one_file_with_one_header(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        both = a | union(b)
+        sink both -> csv("out/parts", header = true)
+        sink both -> csv("out/one", header = true, single_file = true)
+        sink both | sort(by v desc) -> csv("out/sorted", header = true, single_file = true)
+        sink both -> parquet("out/p", single_file = true)
+    """)
+    run_file(flow, spark=spark)
+    expected = reference_rows(a, b)
+    assert len(data_files(tmp_path / "out" / "parts")) > 1, "the test needs a stream of several partitions"
+    files = data_files(tmp_path / "out" / "one")
+    assert [os.path.basename(p) for p in files] == ["part-00000.csv"]
+    with open(files[0], newline="") as fh:
+        lines = list(csv.reader(fh))
+    assert lines[0] == ["k", "v"] and ["k", "v"] not in lines[1:]
+    assert Counter(tuple(int(x) for x in r) for r in lines[1:]) == expected
+    # `cat out/one/*.csv` is the file itself: one header
+    cat = subprocess.run(f"cat {tmp_path}/out/one/*.csv", shell=True, capture_output=True, text=True).stdout
+    assert cat.count("k,v") == 1
+    with open(data_files(tmp_path / "out" / "sorted")[0], newline="") as fh:
+        values = [int(r[1]) for r in list(csv.reader(fh))[1:]]
+    assert values == sorted((v for _, v in expected.elements()), reverse=True)
+    parquet = data_files(tmp_path / "out" / "p", "*.parquet")
+    assert [os.path.basename(p) for p in parquet] == ["part-00000.snappy.parquet"]
+    assert Counter((r.k, r.v) for r in spark.read.parquet(str(tmp_path / "out" / "p")).collect()) == expected
+
+
+# ---- append, killed at the commit, resumed ---------------------------------------------------------------------
+
+
+def test_append_killed_at_the_commit_and_resumed_adds_each_run_once(spark, tmp_path):
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true, mode = "append")
+    """)
+    target = tmp_path / "out" / "x"
+    once = reference_rows(a, b)
+    run_file(flow, spark=spark)  # the first run: nothing to resume
+    assert output_rows(target) == once
+    ck = str(tmp_path / "ck")
+
+    def run(*args, fault=None):
+        env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
+        if fault:
+            env["SCOPEFLOW_FAULT"] = fault
+        return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    # killed between moving the part files in: the next write takes the moved ones back out
+    proc = run(fault="sink-commit")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    partial = output_rows(target)
+    assert once < partial < once + once, "the kill should land between the moves"
+    proc = run("--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert output_rows(target) == once + once
+
+    # killed after the commit, before the run logged it: the resumed run sees the commit is there
+    proc = run(fault="sink-committed")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert output_rows(target) == once + once + once
+    proc = run("--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert output_rows(target) == once + once + once
+    assert not leftovers(tmp_path / "out")
+
+
+# ---- the same protocol through Hadoop's FileSystem API (hdfs://, s3a://... take this path) ------------------
+
+
+def test_sinks_commit_the_same_way_through_hadoops_file_system(spark, tmp_path, monkeypatch):
+    from scopeflow.runtime import sinks
+    from scopeflow.runtime.filesystems import HadoopFiles
+
+    fs = HadoopFiles(spark)
+    root = f"file://{tmp_path}/h"
+    fs.mkdirs(fs.join(root, "d"))
+    fs.write_text(fs.join(root, "d/_m"), '{"files": ["x"]}')
+    assert fs.read_text(fs.join(root, "d/_m")) == '{"files": ["x"]}'
+    assert fs.exists(fs.join(root, "d")) and fs.is_dir(fs.join(root, "d")) and not fs.is_dir(fs.join(root, "d/_m"))
+    assert fs.list_files(root) == ["d/_m"]  # (Hadoop's checksum files are not listed)
+    fs.mkdirs(fs.join(root, "e"))
+    assert not fs.rename(fs.join(root, "d"), fs.join(root, "e")), "rename never replaces an existing path"
+    assert [p.rsplit("/", 1)[-1] for p in fs.glob(fs.join(root, "*"))] == ["d", "e"]
+    fs.delete(fs.join(root, "d"))
+    assert not fs.exists(fs.join(root, "d"))
+
+    monkeypatch.setattr(sinks, "files_for", lambda spark, path: HadoopFiles(spark))
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true, mode = "append")
+        sink a | union(b) -> csv("out/y", header = true, single_file = true)
+    """)
+    run_file(flow, spark=spark)
+    run_file(flow, spark=spark)
+    assert output_rows(tmp_path / "out" / "x") == reference_rows(a, b) + reference_rows(a, b)
+    assert output_rows(tmp_path / "out" / "y") == reference_rows(a, b)
+    assert [os.path.basename(p) for p in data_files(tmp_path / "out" / "y")] == ["part-00000.csv"]
+    (tmp_path / "out" / "y" / "important.txt").write_text("keep me")
+    assert sinks.targets.foreign_files(HadoopFiles(spark), str(tmp_path / "out" / "y")) == ["important.txt"]
+    assert not leftovers(tmp_path / "out")
