@@ -558,7 +558,7 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     proc = run_cli("run", flow, "--quiet", env=dict(os.environ, TMPDIR=str(temp)))
     assert proc.returncode == 2  # refused before Spark starts: no JVM, so no JVM log either
     assert not list(temp.glob("scopeflow-jvm-*.log"))
-    assert proc.stderr.startswith("error[E0501]: source `edges`: input ")
+    assert "error[E0501]: source `edges`: input " in proc.stderr  # (after the check's warning W0001)
     assert f"{flow}:2:1" in proc.stderr and "nope/edges.csv" in proc.stderr
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
 
