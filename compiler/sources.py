@@ -12,11 +12,13 @@ from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
+from scopeflow.stdlib.inputs import check_fields
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
 SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
 SINK_OPTIONS = {"csv": ("header", "sep"), "json": (), "parquet": (), "table": (), "console": ("rows",)}
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (check_fields)
 
 
 def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
@@ -70,7 +72,30 @@ def _read(lw: Lowering, src: A.ReadSource):
                 [f"add one: read {src.format}(...) schema (id: long, name: string)"])
     if src.format not in ("table", "rate"):
         _warn_missing(lw, path, src.span)
+    if src.schema is not None and src.format in FIELD_CHECKED and not src.streaming:
+        _check_fields(lw, src, path, options, schema)
     return schema, path, options
+
+
+def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: tuple, schema: Schema) -> None:
+    """A local input there at check time: its files name the declared fields (a CSV header, a Parquet
+    footer, JSON records), as the run checks before it reads it (stdlib/inputs.py)."""
+    opts = dict(options)
+    if not isinstance(path, ops.Path) or any(isinstance(v, ops.ParamRef) for v in opts.values()):
+        return  # the run checks the input it is given, with the option values it is given
+    if "://" in path.value:
+        return
+    full = os.path.join(lw.base_dir, path.value)
+    if not lw.loader.exists(full):
+        return  # W0001
+    try:
+        found = lw.loader.file_fields(src.format, full, opts)
+    except Exception:  # an unreadable file (pyarrow's and the codecs' many errors): the run says why (E0502)
+        return
+    problem = check_fields(src.format, [f.name for f in schema.fields], found,
+                           shown=lambda f: os.path.relpath(f, lw.base_dir))
+    if problem is not None:
+        lw.error("E0503", problem.message, src.span, "read here", [*problem.notes, problem.hint])
 
 
 def _value(lw: Lowering, arg: A.Arg):

@@ -21,13 +21,14 @@ from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import Position, RuntimeFailure
+from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
 from scopeflow.runtime.shipping import prepare
-from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns
+from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
+from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -48,6 +49,7 @@ LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoin
              OBSERVE_ALL_ATTEMPTS: "true"}
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (stdlib.inputs.check_fields)
 
 
 @contextmanager
@@ -201,6 +203,10 @@ class RunContext:
         return f"{o.kind} `{o.name}`" if o.name else o.kind
 
     def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict) -> DataFrame:
+        """A source. A file source's files are checked against its schema first (a CSV header, a Parquet
+        footer, JSON records: E0503), and a CSV file with a header is read by name: with the schema put in
+        the header's order (Spark checks every file's header against it as it reads it), then the declared
+        fields selected."""
         full = path if fmt == "table" else self.path(path)
         if fmt != "table" and "://" not in full and not os.path.exists(full):
             raise RuntimeFailure(f"{self.describe(op)}: input {full} does not exist", code="E0501",
@@ -208,15 +214,43 @@ class RunContext:
                                  hint="check the path; relative paths are relative to the .flow file")
         if fmt == "table":
             df = self.spark.read.table(path)
-        else:
-            opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
-            if fmt in ("csv", "json"):  # a malformed row fails the run instead of becoming nulls
-                opts.setdefault("mode", "FAILFAST")
-            reader = self.spark.read.options(**opts)
-            if schema:
-                reader = reader.schema(schema)
-            df = getattr(reader, fmt)(full)
+            return df.select(*ddl_columns(schema)) if schema else df
+        opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+        if fmt in ("csv", "json"):  # a malformed row fails the run instead of becoming nulls
+            opts.setdefault("mode", "FAILFAST")
+        read_schema = schema
+        if schema and fmt in FIELD_CHECKED:
+            found = self._file_fields(fmt, full, opts)
+            problem = inputs.check_fields(fmt, ddl_columns(schema), found, shown_path)
+            if problem is not None:
+                raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0503", at=self.where(op),
+                                     label="read here", notes=problem.notes, hint=problem.hint)
+            if fmt == "csv" and opts.get("header", "").lower() == "true" and found:
+                read_schema = ", ".join(f"`{n.replace('`', '``')}` {t}"
+                                        for n, t in inputs.in_header_order(_ddl_fields(schema), found[0].names))
+                opts["enforceSchema"] = "false"  # Spark checks each file's header against that order
+        reader = self.spark.read.options(**opts)
+        if read_schema:
+            reader = reader.schema(read_schema)
+        df = getattr(reader, fmt)(full)
         return df.select(*ddl_columns(schema)) if schema else df
+
+    def _file_fields(self, fmt: str, full: str, opts: dict) -> list:
+        """What a source's files say about their fields: read without Spark for local files, asked of Spark
+        (the first file's header or footer) on other file systems. [] when they cannot say (the read
+        then fails, and says why)."""
+        local = inputs.local_path(full)
+        try:
+            found = inputs.file_fields(fmt, local, opts) if local is not None else []
+            if found or (local is not None and not inputs.data_files(local)):
+                return found
+            if fmt == "csv" and opts.get("header", "").lower() == "true":
+                return [inputs.Fields(full, tuple(self.spark.read.options(**opts).csv(full).columns))]
+            if fmt == "parquet":
+                return [inputs.Fields(full, tuple(self.spark.read.parquet(full).columns))]
+        except Exception:  # noqa: BLE001 - a file the check cannot read: Spark's read says what is wrong with it
+            return []
+        return []
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
         return self.spark.createDataFrame(rows, schema)
@@ -378,3 +412,12 @@ class RunContext:
         records = int(obs.get.get("n") or 0) if obs is not None else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target)
+
+
+def _ddl_fields(ddl: str) -> list[tuple[str, str]]:
+    """(name, Spark type) of each field of a DDL schema."""
+    out = []
+    for f in split_top_level(ddl):
+        name, _, kind = f.partition(" ")
+        out.append((name.strip("`"), kind.strip()))
+    return out

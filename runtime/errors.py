@@ -35,7 +35,7 @@ class Position:
     end_col: int = 0  # 0: to the end of the line
 
     def __str__(self) -> str:
-        return f"{_shown(self.file)}:{self.line}:{self.col}"
+        return f"{shown_path(self.file)}:{self.line}:{self.col}"
 
     def excerpt(self, label: str = "") -> list[str]:
         out = [f"  --> {self}"]
@@ -53,7 +53,7 @@ class Position:
                       f" {gutter} | {' ' * (self.col - 1)}{'^' * max(1, end - self.col)} {label}".rstrip()]
 
 
-def _shown(path: str) -> str:
+def shown_path(path: str) -> str:
     """A path as the user typed it, more or less: relative to the working folder when under it."""
     try:
         rel = os.path.relpath(path)
