@@ -68,19 +68,22 @@ class RuntimeFailure(Exception):
     exit_code = ExitCode.RUNTIME
 
     def __init__(self, message: str, hint: Optional[str] = None, code: Optional[str] = None,
-                 at: Optional[Position] = None, label: str = "", notes: tuple = ()):
+                 at: Optional[Position] = None, label: str = "", notes: tuple = (), detail: str = ""):
         self.message = message
         self.hint = hint
         self.code = code
         self.at = at
         self.label = label
         self.notes = tuple(notes)
+        self.detail = detail  # lines shown as they are after the position (a Python traceback)
         super().__init__(message)
 
     def render(self) -> str:
         out = [f"error[{self.code}]: {self.message}" if self.code else f"error: {self.message}"]
         if self.at is not None:
             out += self.at.excerpt(self.label)
+        if self.detail:
+            out.append(self.detail)
         out += [f"   = note: {n}" for n in self.notes]
         if self.hint:
             out.append(f"   = help: {self.hint}")

@@ -549,6 +549,7 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
 
 
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
+    """Refused before Spark starts (exit 2, no JVM, so no JVM log), naming the source and its line."""
     flow = write_flow(tmp_path, """
         source edges = read csv("nope/edges.csv", header = true) schema (src: long, dst: long)
         sink edges -> csv("out/x", header = true)
@@ -556,9 +557,9 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     temp = tmp_path / "temp"
     temp.mkdir()
     proc = run_cli("run", flow, "--quiet", env=dict(os.environ, TMPDIR=str(temp)))
-    assert proc.returncode == 4
-    assert len(list(temp.glob("scopeflow-jvm-*.log"))) == 1, "a failed run keeps Spark's own log"
-    assert "source `n001`" in proc.stderr or "source `edges`" in proc.stderr
+    assert proc.returncode == 2
+    assert not list(temp.glob("scopeflow-jvm-*.log")), "no Spark was started"
+    assert "error[E0501]: source `edges`" in proc.stderr  # (after check's W0001)
     assert f"{flow}:2" in proc.stderr and "nope/edges.csv" in proc.stderr
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr
 

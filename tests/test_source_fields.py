@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import textwrap
 
 import pyarrow as pa
@@ -161,6 +160,21 @@ def test_parquet_fields_differ_from_the_schema(spark, tmp_path, run_cli):
     errors = check_file(literal).errors
     assert [(d.code, d.span.line) for d in errors] == [("E0503", 1)]
     assert "`b`" in errors[0].message and "t.parquet" in errors[0].message
+
+
+def test_parquet_field_of_another_type_names_file_and_field(spark, tmp_path):
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), tmp_path / "t.parquet")
+    flow = write(tmp_path / "t.flow", """
+        source t = read parquet("t.parquet") schema (a: long, b: long)
+        sink t -> csv("out/t", header = true)
+    """)
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(flow, spark=spark)
+    failure = info.value
+    assert failure.code == "E0503"
+    text = failure.render()
+    assert "source `t`" in text and "t.parquet" in text and "`b`" in text
+    assert "long" in text and "string" in text.lower()
 
 
 def test_json_records_without_the_declared_fields(spark, tmp_path):
