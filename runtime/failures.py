@@ -454,7 +454,7 @@ def _locate(file: Optional[str], source: Optional[Input], matches: Callable[[str
     options = source.options if source is not None else {}
     header = source is not None and source.format == "csv" and str(options.get("header", "")).lower() == "true"
     try:
-        fh = inputs._open_text(local, options)
+        fh = inputs.open_text(local, options)
         if fh is None:
             return ""
         with fh:

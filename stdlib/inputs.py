@@ -85,7 +85,9 @@ def _option(options: dict, *names, default=None):
     return default
 
 
-def _open_text(file: str, options: dict):
+def open_text(file: str, options: dict):
+    """A local file opened as text the way a source's `encoding` and the file's compression say; None for a
+    compression Python cannot read."""
     ext = os.path.splitext(file)[1].lower()
     if ext in UNREADABLE_HERE:
         return None
@@ -100,7 +102,7 @@ def csv_header(file: str, options: dict) -> Optional[tuple]:
     """The column names in the header line of a CSV file (Spark's `sep`, `quote`, `escape`, `comment` and
     `encoding` options), skipping the empty and comment lines before it as Spark does. None: no header line
     (an empty file) or a compression Python cannot read."""
-    fh = _open_text(file, options)
+    fh = open_text(file, options)
     if fh is None:
         return None
     sep = str(_option(options, "sep", "delimiter", default=","))
@@ -167,7 +169,7 @@ def arrow_type(t) -> str:
 def json_keys(file: str, options: dict) -> Optional[tuple]:
     """The keys of the first records of a JSON file (JSON Lines, or one document with `multiLine`), in the
     order first seen; None when there is nothing to go by."""
-    fh = _open_text(file, options)
+    fh = open_text(file, options)
     if fh is None:
         return None
     keys: dict = {}
