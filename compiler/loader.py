@@ -1,5 +1,6 @@
 """What lowering reads from outside the .flow text, behind one object passed in: imported .flow files
-(the stdlib's and the user's), users' Python modules, Parquet footers, and whether an input exists.
+(the stdlib's and the user's), users' Python modules, Parquet footers, the fields an input's files name
+(CSV headers, Parquet footers, JSON records), and whether an input exists.
 
 `FileLoader` reads the file system. A test, or a tool that holds files elsewhere, passes its own.
 """
@@ -9,6 +10,7 @@ import os
 from importlib import resources
 from typing import Optional
 
+from scopeflow.stdlib.inputs import arrow_type, file_fields
 from scopeflow.stdlib.python_modules import load_python_module, python_functions
 
 
@@ -39,22 +41,9 @@ class FileLoader:
         """(name, .flow type) of the columns in a Parquet file's (or folder's) footer; raises if unreadable."""
         import pyarrow.dataset as ds
 
-        return [(f.name, _arrow_type(f.type)) for f in ds.dataset(path, format="parquet").schema]
+        return [(f.name, arrow_type(f.type)) for f in ds.dataset(path, format="parquet").schema]
 
-
-def _arrow_type(t) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_integer(t):
-        return "long" if t.bit_width > 32 else "int"
-    if pa.types.is_floating(t):
-        return "double"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_list(t):
-        return f"array<{_arrow_type(t.value_type)}>"
-    return "string"
+    def file_fields(self, fmt: str, path: str, options: dict) -> list:
+        """What the files of a local input say about their fields (`stdlib.inputs.Fields`: a CSV header, a
+        Parquet footer, the keys of JSON records); raises if a file cannot be read."""
+        return file_fields(fmt, path, options)

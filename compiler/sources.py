@@ -12,6 +12,7 @@ from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
+from scopeflow.stdlib.inputs import check_fields
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
@@ -34,6 +35,16 @@ SINK_OPTION_CONFLICTS = (
     (("single_file", True), ("partition_by", ANY),
      "`partition_by` writes a folder per value, each with its own files"),
 )
+ON_ERROR = ("fail", "skip", "null")  # what a malformed record does: Spark's FAILFAST, DROPMALFORMED, PERMISSIVE
+# The source options scopeflow reads itself, by format: option -> the values it takes. Any other option of a
+# batch source goes to Spark's reader as it is.
+SOURCE_OPTIONS = {"csv": {"on_error": ON_ERROR}, "json": {"on_error": ON_ERROR}}
+# Spark reader options scopeflow sets itself (by lower-case name), and what to write instead.
+OWNED_OPTIONS = {
+    "mode": 'say what a malformed record does with `on_error = "fail"` (the default), `"skip"` or `"null"`',
+    "enforceschema": "a CSV header is matched to the schema by name (and checked) by scopeflow itself",
+}
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (check_fields)
 
 
 def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
@@ -73,6 +84,8 @@ def _read(lw: Lowering, src: A.ReadSource):
         lw.fail("E0114", f"unknown source format `{src.format}`", src.format_span, "unknown format",
                 did_you_mean(src.format, formats))
     path, options = _arguments(lw, src.args, f"`{src.format}`", None)
+    if not src.streaming:
+        _check_options(lw, src)
     if path is None and src.format != "rate":
         lw.fail("E0114", f"`read {src.format}(...)` needs a path", src.span, "missing path",
                 [f"e.g. `read {src.format}(\"data/input\")`; a relative path is relative to the .flow file"])
@@ -87,7 +100,64 @@ def _read(lw: Lowering, src: A.ReadSource):
                 [f"add one: read {src.format}(...) schema (id: long, name: string)"])
     if src.format not in ("table", "rate"):
         _warn_missing(lw, path, src.span)
+    if src.schema is not None and src.format in FIELD_CHECKED and not src.streaming:
+        _check_fields(lw, src, path, options, schema)
     return schema, path, options
+
+
+def _check_options(lw: Lowering, src: A.ReadSource) -> None:
+    """The options scopeflow reads itself take one of their values; those it sets itself are refused."""
+    own = SOURCE_OPTIONS.get(src.format, {})
+    for a in src.args:
+        if a.name is None:
+            continue
+        if a.name.lower() in OWNED_OPTIONS:
+            lw.fail("E0114", f"`read {src.format}` option `{a.name}` is set by scopeflow", a.span, "set by scopeflow",
+                    [OWNED_OPTIONS[a.name.lower()]])
+        if a.name == "on_error" and a.name not in own:
+            lw.fail("E0114", f"`read {src.format}` has no option `on_error`", a.span, "unknown option",
+                    ["only csv and json sources read records that can be malformed"])
+        if a.name not in own:
+            continue
+        allowed = own[a.name]
+        value, whose = _value(lw, a), ""
+        if isinstance(value, ops.ParamRef):
+            kind, value = lw.decl.params[value.name]
+            whose = f" (the default of param `{a.value.name}`)"
+            if kind != "string":
+                lw.fail("E0117", f"param `{a.value.name}` is {kind}, `{a.name}` takes a string", a.span,
+                        "not a string", [f"declare it: param {a.value.name}: string = \"{allowed[0]}\""])
+        if value not in allowed:
+            choices = ", ".join(f'"{v}"' for v in allowed[:-1]) + f' or "{allowed[-1]}"'
+            lw.fail("E0114", f"`{a.name}` is {choices}, not {_shown_value(value)}{whose}", a.span,
+                    "not one of these", did_you_mean(str(value), allowed) if isinstance(value, str) else ())
+
+
+def _shown_value(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: tuple, schema: Schema) -> None:
+    """A local input there at check time: its files name the declared fields (a CSV header, a Parquet
+    footer, JSON records), as the run checks before it reads it (stdlib/inputs.py)."""
+    opts = dict(options)
+    if not isinstance(path, ops.Path) or any(isinstance(v, ops.ParamRef) for v in opts.values()):
+        return  # the run checks the input it is given, with the option values it is given
+    if "://" in path.value:
+        return
+    full = os.path.join(lw.base_dir, path.value)
+    if not lw.loader.exists(full):
+        return  # W0001
+    try:
+        found = lw.loader.file_fields(src.format, full, opts)
+    except Exception:  # an unreadable file (pyarrow's and the codecs' many errors): the run says why (E0502)
+        return
+    problem = check_fields(src.format, [f.name for f in schema.fields], found,
+                           shown=lambda f: os.path.relpath(f, lw.base_dir))
+    if problem is not None:
+        lw.error("E0503", problem.message, src.span, "read here", [*problem.notes, problem.hint])
 
 
 def _value(lw: Lowering, arg: A.Arg):

@@ -17,19 +17,21 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime import jobs
+from scopeflow.runtime import failures, jobs
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import Position, RuntimeFailure
+from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
 from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
+from scopeflow.runtime.session import jvm_log_path
 from scopeflow.runtime.shipping import prepare
-from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns
+from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
+from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -50,6 +52,12 @@ LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoin
              OBSERVE_ALL_ATTEMPTS: "true"}
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
+# a file source's `on_error`: what a malformed record does, as Spark's reader `mode`
+ON_ERROR_MODES = {"fail": "FAILFAST", "skip": "DROPMALFORMED", "null": "PERMISSIVE"}
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (stdlib.inputs.check_fields)
+# pyspark logs a failure with a query context as a line of JSON on stderr when it converts it; scopeflow
+# tells the failure itself (and keeps it in the JVM log), so these are quiet while a run acts
+PYSPARK_FAILURE_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 
 
 @contextmanager
@@ -140,6 +148,7 @@ class RunContext:
         self._combine_above: Optional[int] = None
         self._handles: dict = {}
         self._notes: set = set()
+        self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
         prepare(spark)  # user functions by value; the runtime zip to cluster and Connect workers
 
     # ---- settings and small shared things ------------------------------------------------------------
@@ -183,6 +192,30 @@ class RunContext:
             self._handles[key] = build()
         return self._handles[key]
 
+    @contextmanager
+    def acting(self, action: failures.Action):
+        """Run an action of the pipeline (a source's read, a sink's write, a loop's rounds): a failure of
+        Spark, py4j or the file system inside it is told in the user's terms (`failures.explain`), naming it.
+        The innermost action tells; the ones around it let its `RuntimeFailure` through."""
+        import logging
+
+        quiet = [logging.getLogger(name) for name in PYSPARK_FAILURE_LOGGERS]
+        before = [lg.disabled for lg in quiet]
+        for lg in quiet:
+            lg.disabled = True
+        try:
+            yield
+        except failures.explained_types() as exc:
+            raise self.explain(exc, action) from exc
+        finally:
+            for lg, was in zip(quiet, before):
+                lg.disabled = was
+
+    def explain(self, exc: BaseException, action: Optional[failures.Action] = None) -> RuntimeFailure:
+        """A failure of Spark, py4j or the file system during this run, in the user's terms."""
+        return failures.explain(exc, failures.Scene(action, tuple(self.inputs.values()), jvm_log_path(),
+                                                    self.flow_file))
+
     def note(self, key: str, message: str) -> None:
         """A limitation that does not stop the run, said once per run on stderr."""
         if key not in self._notes:
@@ -204,22 +237,69 @@ class RunContext:
         return f"{o.kind} `{o.name}`" if o.name else o.kind
 
     def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict) -> DataFrame:
+        """A source. A file source's files are checked against its schema first (a CSV header, a Parquet
+        footer, JSON records: E0503), and a CSV file with a header is read by name: with the schema put in
+        the header's order (Spark checks every file's header against it as it reads it), then the declared
+        fields selected."""
         full = path if fmt == "table" else self.path(path)
         if fmt != "table" and "://" not in full and not os.path.exists(full):
             raise RuntimeFailure(f"{self.describe(op)}: input {full} does not exist", code="E0501",
                                  at=self.where(op), label="read here",
                                  hint="check the path; relative paths are relative to the .flow file")
-        if fmt == "table":
-            df = self.spark.read.table(path)
-        else:
-            opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
-            if fmt in ("csv", "json"):  # a malformed row fails the run instead of becoming nulls
-                opts.setdefault("mode", "FAILFAST")
+        with self.acting(failures.Action(self.describe(op), self.where(op), doing="reading")):
+            if fmt == "table":
+                df = self.spark.read.table(path)
+                return df.select(*ddl_columns(schema)) if schema else df
+            opts = self._reader_options(op, fmt, options)
+            read_schema, header = schema, ()
+            if schema and fmt in FIELD_CHECKED:
+                found = self._file_fields(fmt, full, opts)
+                problem = inputs.check_fields(fmt, ddl_columns(schema), found, shown_path)
+                if problem is not None:
+                    raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0503", at=self.where(op),
+                                         label="read here", notes=problem.notes, hint=problem.hint)
+                if fmt == "csv" and opts.get("header", "").lower() == "true" and found:
+                    header = found[0].names
+                    read_schema = ", ".join(f"`{n.replace('`', '``')}` {t}"
+                                            for n, t in inputs.in_header_order(_ddl_fields(schema), header))
+                    opts["enforceSchema"] = "false"  # Spark checks each file's header against that order
+            fields = tuple((n, failures.flow_type(t)) for n, t in _ddl_fields(schema)) if schema else ()
+            self.inputs[op] = failures.Input(self.describe(op), self.where(op), full, fmt, fields, opts, header)
             reader = self.spark.read.options(**opts)
-            if schema:
-                reader = reader.schema(schema)
+            if read_schema:
+                reader = reader.schema(read_schema)
             df = getattr(reader, fmt)(full)
-        return df.select(*ddl_columns(schema)) if schema else df
+            return df.select(*ddl_columns(schema)) if schema else df
+
+    def _reader_options(self, op: str, fmt: str, options: dict) -> dict:
+        """A source's options as Spark's reader takes them: `on_error` becomes Spark's `mode`."""
+        opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if k != "on_error"}
+        if fmt in ("csv", "json"):
+            on_error = str(options.get("on_error", "fail"))
+            if on_error not in ON_ERROR_MODES:
+                raise RuntimeFailure(f'{self.describe(op)}: on_error = "{on_error}": on_error is "fail", "skip" or '
+                                     f'"null"', code="E0114", at=self.where(op), label="read here",
+                                     hint='on_error = "fail" stops at a malformed record, "skip" leaves it out, '
+                                          '"null" reads what it cannot read as null')
+            opts["mode"] = ON_ERROR_MODES[on_error]
+        return opts
+
+    def _file_fields(self, fmt: str, full: str, opts: dict) -> list:
+        """What a source's files say about their fields: read without Spark for local files, asked of Spark
+        (the first file's header or footer) on other file systems. [] when they cannot say (the read
+        then fails, and says why)."""
+        local = inputs.local_path(full)
+        try:
+            found = inputs.file_fields(fmt, local, opts) if local is not None else []
+            if found or (local is not None and not inputs.data_files(local)):
+                return found
+            if fmt == "csv" and opts.get("header", "").lower() == "true":
+                return [inputs.Fields(full, tuple(self.spark.read.options(**opts).csv(full).columns))]
+            if fmt == "parquet":
+                return [inputs.Fields(full, tuple(self.spark.read.parquet(full).columns))]
+        except Exception:  # noqa: BLE001 - a file the check cannot read: Spark's read says what is wrong with it
+            return []
+        return []
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
         return self.spark.createDataFrame(rows, schema)
@@ -271,12 +351,20 @@ class RunContext:
             if not self.jvm_metrics:
                 self.note("connect-counters", "per-operator record counts are not available over Spark Connect; "
                           "loop termination uses the feedback and `until` counts, which are")
-            with self._loop_conf():
+            with self._loop_conf(), self.acting(self._loop_action(spec, act)):
                 outputs = run_activation(self, spec, body, entries, imports, act)
             self.report.loop_done(spec.scope, act.number)
         if self.snapshots is not None and not self.stack:
             self.snapshots.completed[spec.scope] = {k: v for k, v in outputs.items() if v is not None}
         return outputs[None] if spec.single_output else outputs
+
+    def _loop_action(self, spec: LoopSpec, act: Activation) -> failures.Action:
+        """A loop's rounds as the action a failure names: the loop by name and line, and the round."""
+        op = next((op for op, o in self.operators.items()
+                   if o.kind == "loop" and o.detail.split(" ")[:2] == ["scope", spec.scope]), None)  # Loop.describe
+        name = self.operators[op].name if op is not None else spec.scope
+        return failures.Action(f"{spec.kind} `{name}`", self.where(op) if op else None, doing="running",
+                               step=lambda: f"activation {act.number}, round {act.round}")
 
     def _restored_outputs(self, spec: LoopSpec) -> Optional[dict]:
         """A pipeline-level loop that finished before the snapshot: its outputs are in the snapshot."""
@@ -365,6 +453,14 @@ class RunContext:
 
     def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict, at: tuple = ()) -> None:
         self.interrupts.check()
+        name = self.operators[op].name if op in self.operators else None
+        written = f'{fmt}("{path}")' if path else f"{fmt}()"
+        what = f"sink `{name or '…'} -> {written}`"
+        target = None if fmt in ("console", "table") else self.path(path)
+        with self.acting(failures.Action(what, self.where(op, at), doing="writing", target=target)):
+            self._sink(op, df, fmt, path, options, at)
+
+    def _sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict, at: tuple) -> None:
         started = time.perf_counter()
         if fmt == "console":
             df.show(int(options.get("rows", 20)), truncate=False)
@@ -392,3 +488,12 @@ class RunContext:
         records = int(obs.get.get("n") or 0) if obs is not None and written else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target, records)
+
+
+def _ddl_fields(ddl: str) -> list[tuple[str, str]]:
+    """(name, Spark type) of each field of a DDL schema."""
+    out = []
+    for f in split_top_level(ddl):
+        name, _, kind = f.partition(" ")
+        out.append((name.strip("`"), kind.strip()))
+    return out

@@ -51,7 +51,7 @@ class Position:
     end_col: int = 0  # 0: to the end of the line
 
     def __str__(self) -> str:
-        return f"{_shown(self.file)}:{self.line}:{self.col}"
+        return f"{shown_path(self.file)}:{self.line}:{self.col}"
 
     def excerpt(self, label: str = "") -> list[str]:
         out = [f"  --> {self}"]
@@ -69,7 +69,7 @@ class Position:
                       f" {gutter} | {' ' * (self.col - 1)}{'^' * max(1, end - self.col)} {label}".rstrip()]
 
 
-def _shown(path: str) -> str:
+def shown_path(path: str) -> str:
     """A path as the user typed it, more or less: relative to the working folder when under it."""
     try:
         rel = os.path.relpath(path)
@@ -84,19 +84,22 @@ class RuntimeFailure(Exception):
     exit_code = ExitCode.RUNTIME
 
     def __init__(self, message: str, hint: Optional[str] = None, code: Optional[str] = None,
-                 at: Optional[Position] = None, label: str = "", notes: tuple = ()):
+                 at: Optional[Position] = None, label: str = "", notes: tuple = (), detail: str = ""):
         self.message = message
         self.hint = hint
         self.code = code
         self.at = at
         self.label = label
         self.notes = tuple(notes)
+        self.detail = detail  # lines shown as they are after the position (a Python traceback)
         super().__init__(message)
 
     def render(self) -> str:
         out = [f"error[{self.code}]: {self.message}" if self.code else f"error: {self.message}"]
         if self.at is not None:
             out += self.at.excerpt(self.label)
+        if self.detail:
+            out.append(self.detail)
         out += [f"   = note: {n}" for n in self.notes]
         if self.hint:
             out.append(f"   = help: {self.hint}")

@@ -9,17 +9,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 from typing import Optional
 
+from scopeflow.runtime import failures
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
 from scopeflow.runtime.context import RunContext, flow_dir, settings
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, exit_codes_help
 from scopeflow.runtime.interrupts import Interrupted, stop_on_interrupt
 from scopeflow.runtime.preflight import preflight
 from scopeflow.runtime.progress import Progress
-from scopeflow.runtime.session import build_session, keep_jvm_log
+from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused
 from scopeflow.runtime.termination import LoopMaxError
 
@@ -54,7 +54,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         if isinstance(exc, (Interrupted, KeyboardInterrupt)) or (interrupts is not None and interrupts.requested):
             status, code, message = "interrupted", ExitCode.INTERRUPTED, _interrupted(run)
         else:
-            status, code, message = _outcome(exc, module.FLOW_FILE)
+            status, code, message = _outcome(exc, module, run)
         if raise_errors:
             raise
     finally:
@@ -85,62 +85,16 @@ def _fixed(key: str) -> None:
           file=sys.stderr)
 
 
-def _outcome(exc: Exception, flow_file: str) -> tuple[str, ExitCode, str]:
+def _outcome(exc: Exception, module, run: Optional[RunContext]) -> tuple[str, ExitCode, str]:
     """(status, exit code, message) of a run that raised `exc`."""
     if isinstance(exc, SnapshotRefused):
         return "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
     if isinstance(exc, LoopMaxError):
         return "max", ExitCode.MAX, str(exc)
-    if isinstance(exc, RuntimeFailure):
-        return ("refused" if isinstance(exc, RunRefused) else "failed"), exc.exit_code, exc.render()
-    # Spark's and user functions' failures: one clean message, not a JVM wall
-    return "failed", ExitCode.RUNTIME, describe_failure(exc, flow_file)
-
-
-_USER_ERROR = re.compile(r"SCOPEFLOW_USER_ERROR line (\d+) in (\w+):\n(.*?)(?:\n\n|\Z|\n\tat |\nJVM stacktrace)", re.S)
-
-
-def describe_failure(exc: Exception, flow_file: str) -> str:
-    text = str(exc)
-    m = _USER_ERROR.search(text)
-    if m:
-        line, fn, tb = m.groups()
-        user_tb = _user_frames(tb)
-        return (f"error: Python function `{fn}` failed ({flow_file}:{line})\n{user_tb}".rstrip())
-    first = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return f"error: Spark failed: {first[:500]}"
-
-
-_SHIPPED_FRAME = re.compile(r"(scopeflow-[^/]*\.zip|pyspark\.zip|py4j[^/]*\.zip)/|/site-packages/(pyspark|py4j)/")
-
-
-def _internal_roots() -> tuple:
-    """Where scopeflow's own modules and pyspark live here (the user's code may be anywhere else,
-    also in a folder called `scopeflow`)."""
-    import importlib.util
-
-    roots = []
-    for name in ("scopeflow", "scopeflow.runtime", "scopeflow.stdlib", "scopeflow.compiler", "scopeflow.dsl", "pyspark"):
-        spec = importlib.util.find_spec(name)  # (locates a package without running it: no compiler, no lark)
-        if spec is not None:  # (a job may run with the runtime alone: no compiler, no dsl)
-            roots += [os.path.abspath(d) + os.sep for d in spec.submodule_search_locations or []]
-    return tuple(roots)
-
-
-def _user_frames(tb: str, roots: Optional[tuple] = None) -> str:
-    """Keep the traceback frames of the user's code, drop scopeflow's and pyspark's (by their real
-    locations, or the zips they are shipped to executors in); keep every line that is not a frame."""
-    roots = _internal_roots() if roots is None else roots
-    out, skip = [], False
-    for ln in tb.splitlines():
-        if ln.startswith('  File "'):
-            path = ln[len('  File "'):].split('"', 1)[0]
-            skip = path.startswith(roots) or _SHIPPED_FRAME.search(path) is not None
-        elif not ln.startswith(" "):  # the exception line, "Traceback ...", "During handling ..."
-            skip = False
-        if not skip:
-            out.append(ln)
-    return "\n".join(out)
+    if not isinstance(exc, RuntimeFailure):  # outside the pipeline's actions (which tell their own failures)
+        exc = run.explain(exc) if run is not None else failures.explain(
+            exc, failures.Scene(log=jvm_log_path(), flow_file=module.FLOW_FILE))
+    return ("refused" if isinstance(exc, RunRefused) else "failed"), exc.exit_code, exc.render()
 
 
 def _snapshot_options(args) -> SnapshotOptions:

@@ -56,7 +56,7 @@ def check_streaming(module) -> None:
     for op, record in module.OPERATORS.items():
         if record.kind == "source" and record.detail.startswith("stream "):
             raise RunRefused(f"source `{record.name}` is a `stream` source: this version of scopeflow checks, "
-                             f"explains and draws streaming pipelines but cannot run them yet", code="E0550",
+                             f"explains and draws streaming pipelines but cannot run them yet", code="E0407",
                              at=position(module, op), label="unbounded input",
                              hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
 

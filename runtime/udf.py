@@ -23,7 +23,7 @@ def scalar_udf(fn: Callable, returns: str, arg_types: tuple | list = (), flow_li
     """A scalar Python function as an Arrow-optimised UDF (rows move between JVM and Python as Arrow batches).
 
     An exception raised by `fn` is re-raised as UserFunctionError carrying the calling .flow line and the
-    user's traceback (`SCOPEFLOW_USER_ERROR line N in NAME:`), which `describe_failure` turns into a short
+    user's traceback (`SCOPEFLOW_USER_ERROR line N in NAME:`), which `failures.explain` turns into a short
     message instead of Py4J/JVM frames.
     """
     return _scalar_udf(fn, returns, tuple(arg_types), flow_line)

@@ -241,5 +241,5 @@ def test_a_streaming_pipeline_is_refused_before_spark_starts_not_with_an_interna
     assert run_cli("check", str(flow)).returncode == 0
     out = run_cli("run", str(flow), env=without_java())
     assert out.returncode == 2, out.stderr  # (without Java, starting Spark would have been exit 4)
-    assert out.stderr.startswith("error[E0550]: source `edges` is a `stream` source")
+    assert out.stderr.startswith("error[E0407]: source `edges` is a `stream` source")
     assert "streaming.flow:4:1" in out.stderr and "Traceback" not in out.stderr

@@ -549,6 +549,7 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
 
 
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
+    """Refused before Spark starts (exit 2, no JVM, so no JVM log), naming the source and its line."""
     flow = write_flow(tmp_path, """
         source edges = read csv("nope/edges.csv", header = true) schema (src: long, dst: long)
         sink edges -> csv("out/x", header = true)
@@ -557,7 +558,7 @@ def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     temp.mkdir()
     proc = run_cli("run", flow, "--quiet", env=dict(os.environ, TMPDIR=str(temp)))
     assert proc.returncode == 2  # refused before Spark starts: no JVM, so no JVM log either
-    assert not list(temp.glob("scopeflow-jvm-*.log"))
+    assert not list(temp.glob("scopeflow-jvm-*.log")), "no Spark was started"
     assert "error[E0501]: source `edges`: input " in proc.stderr  # (after the check's warning W0001)
     assert f"{flow}:2:1" in proc.stderr and "nope/edges.csv" in proc.stderr
     assert "Traceback" not in proc.stderr and "py4j" not in proc.stderr

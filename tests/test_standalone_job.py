@@ -37,8 +37,8 @@ def test_a_compiled_job_runs_without_lark_and_the_compiler(tmp_path):
                             "for m in ('lark', 'scopeflow.compiler', 'scopeflow.dsl'):\n"
                             "    try:\n        __import__(m)\n    except ImportError:\n        print('no', m)\n"
                             # a user function's failure is told without the compiler's folders to hide
-                            "from scopeflow.runtime.launcher import _internal_roots\n"
-                            "print('roots', len(_internal_roots()))"],
+                            "from scopeflow.runtime.failures import internal_roots\n"
+                            "print('roots', len(internal_roots()))"],
                            capture_output=True, text=True, env=env, cwd=str(tmp_path))
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split("\n")[:4] == ["no lark", "no scopeflow.compiler", "no scopeflow.dsl", "roots 4"]

@@ -13,7 +13,8 @@ import pytest
 import reference
 from conftest import EXAMPLES, read_output
 from scopeflow.api import compile_to_module, run_file
-from scopeflow.runtime.launcher import _user_frames, execute
+from scopeflow.runtime.failures import user_frames as _user_frames
+from scopeflow.runtime.launcher import execute
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +77,7 @@ def test_scalar_function_error_names_flow_line_and_user_traceback(tmp_path):
                           capture_output=True, text=True, timeout=600, cwd=home)
     err = proc.stderr
     assert proc.returncode == 4, err
+    assert err.startswith(f"error[E0510]: Python function `ratio` failed ({flow}:7)"), err
     assert f"{flow}:7" in err  # the line of `m.ratio(...)`
     assert "ratio" in err and "ZeroDivisionError" in err
     assert "boom.py" in err and "return a / b" in err  # the user's own frame
