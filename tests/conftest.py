@@ -58,6 +58,15 @@ def example_copy(tmp_path):
     return copy
 
 
+def write_csv(path, header: list, rows: list) -> None:
+    """A CSV file (and its folder) of a header and rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
 def read_output(path: str, types=None) -> list[tuple]:
     """Rows of a Spark CSV output directory (all part files), converted with `types`."""
     rows = []

@@ -74,7 +74,7 @@ def test_malformed_csv_row_names_source_file_line_and_record(tmp_path):
     assert err.startswith("error[E0504]: source `edges`: malformed record"), err
     assert f"{flow}:{line_of(flow, 'source edges')}:1" in err
     assert "data/edges.csv" in err and "line 4" in err and '3,"4,1.5' in err
-    assert f"sink" in err and f"{flow}:{line_of(flow, 'sink edges')}" in err  # what was running
+    assert "sink" in err and f"{flow}:{line_of(flow, 'sink edges')}" in err  # what was running
     assert 'on_error = "skip"' in err  # the hint
     log, text = jvm_log(tmp_path)
     assert f"= note: the full Java error is in {log}" in err

@@ -18,6 +18,8 @@ from collections import Counter
 
 import pytest
 
+from conftest import write_csv
+
 from scopeflow.api import run_file
 from scopeflow.compiler import check_flow
 from scopeflow.runtime.errors import RuntimeFailure
@@ -30,14 +32,6 @@ def write_flow(tmp_path, text: str, name: str = "t.flow") -> str:
     path = tmp_path / name
     path.write_text("".join(line.strip() + "\n" for line in text.splitlines() if line.strip()))
     return str(path)
-
-
-def write_csv(path, header: list, rows: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def reference_rows(*paths) -> Counter:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import reference
-from conftest import read_output
+from conftest import read_output, write_csv
 from scopeflow.api import run_file
 from scopeflow.compiler import check_file
 from scopeflow.runtime.errors import RuntimeFailure
@@ -32,14 +32,6 @@ def write(path, text: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
     return str(path)
-
-
-def write_csv(path, header: list, rows: list) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def by_name(path, types: dict) -> list[tuple]:
