@@ -28,6 +28,12 @@ def find_stream(plan: Plan, name: str) -> str:
              if n.name and n.scope == "pipeline" and not isinstance(n, ops.Loop)}
     if name in shown:
         return shown[name]
+    loops = [n for n in plan.nodes.values() if isinstance(n, ops.Loop) and n.name == name and n.scope == "pipeline"]
+    if loops:
+        body = plan.scopes[loops[0].body]
+        outputs = [n.name for n in plan.nodes.values() if isinstance(n, ops.LoopOutput) and n.body == body.id]
+        raise NotShowable(f"`{name}` is a {body.kind}, not a stream",
+                          (f"show what it emits: {', '.join(f'`{o}`' for o in outputs)}",))
     inner = [n for n in plan.nodes.values() if n.name == name]
     if inner:
         scope = plan.scopes[inner[0].scope]

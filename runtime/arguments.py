@@ -10,8 +10,9 @@ from typing import Optional
 from attrs import define
 
 
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `scopeflow run` and of a generated script: one list for both."""
+def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
+    """The options of `scopeflow run` and of a generated script: one list for both. Without `writes`
+    (`scopeflow show`, which writes nothing): no report and no snapshot options."""
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="set a `param` of the pipeline (repeat for several)")
     p.add_argument("--master", help="Spark master URL (default local[*])")
@@ -23,6 +24,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--trace", action="store_true", help="print every termination attempt")
     p.add_argument("--verbose", action="store_true", help="show Spark's own log output")
+    if not writes:
+        return
     p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
     p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
     p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
+import uuid
 from typing import Optional
 
 from scopeflow.runtime import failures
@@ -36,13 +37,16 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         base_dir = os.path.abspath(base_dir) if base_dir else flow_dir(module)
         wanted = snapshots is not None and snapshots.wanted(module)
         preflight(module, values, base_dir, snapshots.root(module.PIPELINE) if wanted else None)
+        if report:
+            _report_folder(report)
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
             config = {}  # the session was built with them
         else:  # a caller's session: this run's `config` applies to this run only
             config = module.CONFIG
-        with settings(spark, config, on_fixed=_fixed), stop_on_interrupt(spark) as interrupts:
+        tag = f"scopeflow-{uuid.uuid4().hex[:12]}"  # the run's Spark jobs: what Ctrl-C cancels
+        with settings(spark, config, on_fixed=_fixed), stop_on_interrupt(spark, tag) as interrupts:
             run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics,
                              base_dir=base_dir)
             run.interrupts = interrupts
@@ -59,7 +63,11 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             raise
     finally:
         if run is not None and report:
-            run.report.write(report, status, message)
+            try:
+                run.report.write(report, status, message)
+            except OSError as err:  # the run's outputs stand; its report is lost, and the exit code says so
+                lost = f"error: could not write the run report {report}: {err.strerror or err}"
+                code, message = (ExitCode.RUNTIME, lost) if code == ExitCode.OK else (code, f"{message}\n{lost}")
     if message:
         print(message if message.startswith(("error", "interrupted")) else f"error: {message}", file=sys.stderr)
     elif run is not None:
@@ -69,13 +77,26 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     return code, run
 
 
+def _report_folder(report: str) -> None:
+    """`--report PATH`: its folder is made now, before Spark starts, so a run never ends unable to write it."""
+    folder = os.path.dirname(os.path.abspath(report))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise RunRefused(f"--report {report}: cannot create the folder {folder}: {err.strerror or err}",
+                         hint="give a report path in a folder you can write") from None
+    if not os.access(folder, os.W_OK):
+        raise RunRefused(f"--report {report}: the folder {folder} is not writable",
+                         hint="give a report path in a folder you can write")
+
+
 def _interrupted(run) -> str:
     """The one line a run stopped by Ctrl-C ends with."""
     store = run.snapshots if run is not None else None
     if store is not None:
         with contextlib.suppress(Exception):
             store.wait()  # an asynchronous snapshot being written is finished (or stays incomplete, unused)
-    if store is not None and store.snapshot_dirs():
+    if store is not None and store.committed():
         return "interrupted (Ctrl-C): the snapshots taken so far are kept; `--resume` continues from the latest"
     return "interrupted (Ctrl-C)"
 

@@ -119,6 +119,10 @@ class SnapshotStore:
         return sorted(os.path.join(self.root, d) for d in os.listdir(self.root) if d.startswith("snap-")
                       and not d.endswith(".tmp"))
 
+    def committed(self) -> list[str]:
+        """The snapshots whose manifest is committed (a snapshot exists only then)."""
+        return [d for d in self.snapshot_dirs() if os.path.exists(os.path.join(d, "manifest.json"))]
+
     def validate(self, snap: str) -> dict:
         """The manifest of a complete, intact snapshot; ValueError saying what is wrong otherwise."""
         manifest_path = os.path.join(snap, "manifest.json")
@@ -252,7 +256,7 @@ class SnapshotStore:
         self.prune()
 
     def prune(self) -> None:
-        complete = [d for d in self.snapshot_dirs() if os.path.exists(os.path.join(d, "manifest.json"))]
+        complete = self.committed()
         for old in complete[:-self.keep]:
             shutil.rmtree(old, ignore_errors=True)
         for d in self.snapshot_dirs():  # interrupted writes older than the newest complete snapshot

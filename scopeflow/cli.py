@@ -111,6 +111,10 @@ def cmd_compile(args) -> int:
     if several and args.output in (None, "-"):
         print("error: compiling several files needs -o DIR (one script per file: DIR/NAME.py)", file=sys.stderr)
         return ExitCode.USAGE
+    clash = _clashes(files, args.output, several)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return ExitCode.USAGE
     codes = []
     for path in files:
         code, plan = _checked(path)
@@ -120,7 +124,7 @@ def cmd_compile(args) -> int:
         if args.output in (None, "-"):
             sys.stdout.write(plan_to_pyspark(plan, path, os.getcwd()))
             continue
-        target = os.path.join(args.output, os.path.basename(path)[:-5] + ".py") if several else args.output
+        target = _script_path(path, args.output, several)
         if not _parent_made(target):
             return ExitCode.USAGE
         try:
@@ -133,6 +137,28 @@ def cmd_compile(args) -> int:
     return _worst(codes)
 
 
+def _script_path(flow: str, output: str, several: bool) -> str:
+    return os.path.join(output, os.path.basename(flow)[:-5] + ".py") if several else output
+
+
+def _clashes(files: list[str], output, several: bool) -> str:
+    """Why `compile` must not write its scripts where it was told ("" when it may): over one of its
+    inputs, or two scripts of the same name."""
+    if output in (None, "-"):
+        return ""
+    inputs = {os.path.realpath(f) for f in files}
+    seen: dict = {}
+    for f in files:
+        target = os.path.realpath(_script_path(f, output, several))
+        if target in inputs:
+            return f"-o {output}: that would overwrite the input {f}"
+        if target in seen:
+            return (f"{seen[target]} and {f} would both be compiled to {_script_path(f, output, several)}: "
+                    f"compile them into different folders")
+        seen[target] = f
+    return ""
+
+
 def cmd_run(args) -> int:
     from scopeflow.api import plan_to_module
     from scopeflow.runtime.launcher import run_with_arguments
@@ -140,8 +166,6 @@ def cmd_run(args) -> int:
     code, plan = _checked(args.file)
     if plan is None:
         return code
-    if args.report and not _parent_made(args.report):
-        return ExitCode.USAGE
     return run_with_arguments(plan_to_module(plan, args.file), args)
 
 
@@ -163,9 +187,7 @@ def cmd_show(args) -> int:
         return ExitCode.USAGE
     print(f"{args.stream}: {plan.nodes[node].schema}")
     sys.stdout.flush()
-    args.report = None
-    args.no_snapshots = True  # a preview writes nothing: no sinks, no snapshots
-    args.resume = False
+    args.report, args.no_snapshots = None, True  # a preview writes nothing: no sinks, no report, no snapshots
     return run_with_arguments(plan_to_module(shown, args.file), args)
 
 
@@ -177,7 +199,8 @@ def cmd_graph(args) -> int:
 
 
 def draw(plan, output: str, stats_path: str | None = None) -> int:
-    """`scopeflow graph FILE -o OUT [--stats RUN.json]`: exit 0, 2 on bad arguments, 4 without graphviz."""
+    """`scopeflow graph FILE -o OUT [--stats RUN.json]`: exit 0, 2 on bad arguments or an output it cannot
+    write, 4 without graphviz."""
     from scopeflow.compiler import graph
 
     stats = None
@@ -193,6 +216,11 @@ def draw(plan, output: str, stats_path: str | None = None) -> int:
             print(f"error: run report {stats_path} {wrong}\n   = help: draw it with the .flow file it was run from, "
                   f"or run this one with --report to get its own", file=sys.stderr)
             return ExitCode.USAGE
+    try:
+        graph.output_format(output)  # an unknown format is said before anything is made
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return ExitCode.USAGE
     if not _parent_made(output):
         return ExitCode.USAGE
     try:
@@ -204,8 +232,8 @@ def draw(plan, output: str, stats_path: str | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return ExitCode.RUNTIME
     except OSError as err:
-        print(f"error: cannot write {output}: {err}", file=sys.stderr)
-        return ExitCode.RUNTIME
+        print(f"error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
+        return ExitCode.USAGE
     print(f"wrote {output}")
     return ExitCode.OK
 
@@ -277,7 +305,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("file", metavar="FILE", help="the .flow file")
     s.add_argument("stream", metavar="STREAM", help="the stream's name (a named loop output: LOOP.OUTPUT)")
     s.add_argument("--rows", type=int, default=20, metavar="N", help="rows to print (default 20)")
-    add_run_arguments(s)
+    add_run_arguments(s, writes=False)
 
     g = command("graph", "draw the pipeline topology (svg, png, pdf, dot, mmd)", cmd_graph)
     g.add_argument("file", metavar="FILE", help="the .flow file")

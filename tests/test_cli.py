@@ -92,6 +92,15 @@ def test_compile_creates_missing_folders_and_writes_one_script_per_file(run_cli,
     flows = sorted(f[:-5] for f in os.listdir(EXAMPLES) if f.endswith(".flow"))
     assert sorted(f[:-3] for f in os.listdir(tmp_path / "jobs")) == flows
     assert run_cli("compile", cc, cc).returncode == 2  # several files need -o DIR
+    over = run_cli("compile", cc, "-o", cc)
+    assert over.returncode == 2 and "would overwrite the input" in over.stderr
+    assert "source edges" in open(cc).read()  # (still the .flow file)
+    twin = tmp_path / "other" / "connected_components.flow"
+    twin.parent.mkdir()
+    shutil.copy(cc, twin)
+    clash = run_cli("compile", cc, str(twin), "-o", str(tmp_path / "twins"))
+    assert clash.returncode == 2 and "would both be compiled to" in clash.stderr
+    assert not (tmp_path / "twins").exists()
     blocked = tmp_path / "a_file"
     blocked.write_text("")
     refused = run_cli("compile", cc, "-o", str(blocked / "job.py"))
@@ -123,10 +132,11 @@ def test_a_moved_project_runs_its_script_from_anywhere(tmp_path, run_cli):
     assert run_cli("compile", udf, "-o", str(project / "jobs" / "scores.py")).returncode == 0
     moved = tmp_path / "after"
     shutil.move(str(project), str(moved))
-    run = subprocess.run([sys.executable, str(moved / "jobs" / "scores.py"), "--quiet"], capture_output=True,
-                         text=True, cwd=str(tmp_path), timeout=600)
+    run = subprocess.run([sys.executable, str(moved / "jobs" / "scores.py"), "--quiet", "--report",
+                          "reports/today/run.json"], capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
     assert run.returncode == 0, run.stderr
     assert os.listdir(moved / "out") and not (tmp_path / "out").exists()
+    assert json.loads((tmp_path / "reports" / "today" / "run.json").read_text())["status"] == "ok"  # folders made
     # --base-dir: the data elsewhere, the .flow file where it was
     other = tmp_path / "elsewhere"
     shutil.copytree(moved / "data", other / "data")
@@ -150,6 +160,9 @@ def test_graph_refuses_a_report_of_another_pipeline_or_version(run_cli, tmp_path
     assert changed.returncode == 2 and "another version" in changed.stderr
     report.write_text(json.dumps({"pipeline": plan.pipeline, "fingerprint": plan.fingerprint(), "rounds": [],
                                   "loops": {}, "operators": {}}))
+    unknown = run_cli("graph", cc, "-o", str(tmp_path / "never" / "made" / "g.xyz"))
+    assert unknown.returncode == 2 and "cannot tell the graph format" in unknown.stderr
+    assert not (tmp_path / "never").exists()  # said before anything is made
     ok = run_cli("graph", cc, "-o", str(tmp_path / "new" / "folder" / "g.dot"), "--stats", str(report))
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "new" / "folder" / "g.dot").exists()
@@ -168,6 +181,9 @@ def test_show_prints_schema_and_rows_of_a_loop_output_and_writes_nothing(run_cli
     edges = reference.read_csv_rows(os.path.join(DATA, "graph.csv"), (int, int))
     assert Counter(rows) == Counter(reference.connected_components(edges).items())
     assert not (tmp_path / "out").exists() and not (tmp_path / ".scopeflow").exists()
+    loop = run_cli("show", cc, "cc")
+    assert loop.returncode == 2 and "`cc` is a loop, not a stream" in loop.stderr and "`components`" in loop.stderr
+    assert run_cli("show", cc, "components", "--report", "r.json").returncode == 2  # show writes nothing
     inner = run_cli("show", cc, "spread")
     assert inner.returncode == 2 and "inside loop `cc`" in inner.stderr and "`components`" in inner.stderr
     typo = run_cli("show", cc, "componets")
