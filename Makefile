@@ -48,7 +48,7 @@ data:
 	python3 examples/data/make_long_path.py
 
 clean:
-	rm -rf examples/out examples/ckpt ckpt ck out .scopeflow examples/.scopeflow spark-warehouse metastore_db derby.log .pytest_cache
+	rm -rf examples/out examples/ckpt out .scopeflow examples/.scopeflow spark-warehouse metastore_db derby.log .pytest_cache
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
