@@ -12,10 +12,22 @@ def set_job_group(spark, group: str, description: str) -> None:
 
 
 def jobs_in_group(spark, group: str) -> int:
-    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker."""
+    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker.
+
+    The status tracker learns of a job from Spark's listener bus, asynchronously: on a loaded machine a
+    job can have finished before its start is seen. Every round runs a job, so none seen means not yet:
+    wait for the bus to deliver what it holds (milliseconds), then count again."""
     if is_connect(spark):
         return -1
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    tracker = spark.sparkContext.statusTracker()
+    seen = len(tracker.getJobIdsForGroup(group))
+    if seen == 0:
+        try:
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+        except Exception:  # (a timeout: the count says what was seen)
+            pass
+        seen = len(tracker.getJobIdsForGroup(group))
+    return seen
 
 
 def _stage_tasks(spark, st) -> str:
