@@ -13,7 +13,7 @@ from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
 from scopeflow.stdlib.inputs import check_fields
-from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
@@ -145,11 +145,9 @@ def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: 
     opts = dict(options)
     if not isinstance(path, ops.Path) or any(isinstance(v, ops.ParamRef) for v in opts.values()):
         return  # the run checks the input it is given, with the option values it is given
-    if "://" in path.value:
-        return
-    full = os.path.join(lw.base_dir, path.value)
-    if not lw.loader.exists(full):
-        return  # W0001
+    full = _local_input(lw, path.value)
+    if full is None or not lw.loader.exists(full):
+        return  # on another file system, or missing (W0001)
     try:
         found = lw.loader.file_fields(src.format, full, opts)
     except Exception:  # an unreadable file (pyarrow's and the codecs' many errors): the run says why (E0502)
@@ -244,6 +242,13 @@ def _formats(formats: list) -> str:
     return ", ".join(f"`{f}`" for f in formats)
 
 
+def _local_input(lw: Lowering, path) -> Optional[str]:
+    """An input path on this machine, relative to the .flow file's folder; None for another file system (or
+    no path)."""
+    local = local_path(path) if isinstance(path, str) else None
+    return os.path.join(lw.base_dir, local) if local is not None else None
+
+
 def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
     """The path as written, or its param's default."""
     if isinstance(path, ops.ParamRef):
@@ -253,15 +258,15 @@ def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
 
 def _warn_missing(lw: Lowering, path: ops.Location, span) -> None:
     p = _path_text(lw, path)
-    if isinstance(p, str) and "://" not in p and not lw.loader.exists(os.path.join(lw.base_dir, p)):
+    full = _local_input(lw, p)
+    if full is not None and not lw.loader.exists(full):
         lw.error("W0001", f"input `{p}` does not exist (yet)", span, "missing input",
-                 [f"looked for {os.path.join(lw.base_dir, p)}; the run fails if it is still missing"],
-                 severity="warning")
+                 [f"looked for {full}; the run fails if it is still missing"], severity="warning")
 
 
 def _parquet_schema(lw: Lowering, path: ops.Location, src: A.ReadSource) -> Schema:
     p = _path_text(lw, path)
-    full = os.path.join(lw.base_dir, p) if isinstance(p, str) else None
+    full = _local_input(lw, p)
     if full is None or not lw.loader.exists(full):
         lw.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span, "no schema",
                 [f"looked for {full}" if full else "", "declare the schema: read parquet(...) schema (...)"])

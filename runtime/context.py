@@ -24,7 +24,6 @@ from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
-from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
@@ -33,6 +32,7 @@ from scopeflow.runtime.shipping import prepare
 from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
+from scopeflow.stdlib.paths import is_local, local_path, resolve
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
@@ -242,7 +242,7 @@ class RunContext:
         the header's order (Spark checks every file's header against it as it reads it), then the declared
         fields selected."""
         full = path if fmt == "table" else self.path(path)
-        if fmt != "table" and "://" not in full and not os.path.exists(full):
+        if fmt != "table" and is_local(full) and not os.path.exists(local_path(full)):
             raise RuntimeFailure(f"{self.describe(op)}: input {full} does not exist", code="E0501",
                                  at=self.where(op), label="read here",
                                  hint="check the path; relative paths are relative to the .flow file")
@@ -288,7 +288,7 @@ class RunContext:
         """What a source's files say about their fields: read without Spark for local files, asked of Spark
         (the first file's header or footer) on other file systems. [] when they cannot say (the read
         then fails, and says why)."""
-        local = inputs.local_path(full)
+        local = local_path(full)
         try:
             found = inputs.file_fields(fmt, local, opts) if local is not None else []
             if found or (local is not None and not inputs.data_files(local)):
@@ -412,7 +412,8 @@ class RunContext:
         fingerprints = {}
         for op, path in sources.items():
             p = self.param(path.name) if isinstance(path, Param) else path
-            fingerprints[op] = fingerprint_path(self.path(p)) if "://" not in p else {"path": p}
+            local = local_path(self.path(p))
+            fingerprints[op] = fingerprint_path(local) if local is not None else {"path": p}
         signatures = {op: str(record) for op, record in self.operators.items()}
         store = self.snapshots = SnapshotStore(self, root, opts.every or 10, opts.mode or "persist", opts.keep,
                                                opts.async_writes, signatures, fingerprints)

@@ -27,6 +27,7 @@ from attrs import field, frozen
 
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.stdlib import inputs
+from scopeflow.stdlib.paths import local_path
 from scopeflow.stdlib.types import SPARK_TYPE
 
 LOCATE_BYTES = 64 << 20  # how much of a local file is read to find the line of a bad record
@@ -64,7 +65,7 @@ class Input:
 
     def holds(self, file: str) -> bool:
         """Whether `file` (as Spark names it, often a file: URI) is one of this source's files."""
-        mine, theirs = inputs.local_path(self.path), inputs.local_path(file)
+        mine, theirs = local_path(self.path), local_path(file)
         if mine is None or theirs is None:
             return file == self.path or file.startswith(self.path.rstrip("/") + "/")
         mine, theirs = os.path.normpath(mine), os.path.normpath(theirs)
@@ -160,7 +161,7 @@ def probe(action: Optional[Action]) -> list[Cause]:
     user cannot write in."""
     if action is None or action.target is None:
         return []
-    path = inputs.local_path(action.target)
+    path = local_path(action.target)
     if path is None:
         return []
     path = os.path.abspath(path)
@@ -251,7 +252,7 @@ def _first_line(text: str) -> str:
 
 
 def _shown_file(file: Optional[str]) -> str:
-    local = inputs.local_path(file or "")
+    local = local_path(file or "")
     return shown_path(os.path.normpath(local)) if local else (file or "")
 
 
@@ -369,7 +370,7 @@ def _mismatch(f: Found) -> Told:
     if column:
         actual = f"Parquet type {_unquote(f.param('actualType'))}"
         try:  # in .flow terms, from the file's footer
-            local = inputs.local_path(file or "")
+            local = local_path(file or "")
             kind = inputs.parquet_type(local, column) if local else None
             actual = f"{kind} ({actual})" if kind else actual
         except Exception:  # noqa: BLE001 - pyarrow's errors: Spark's own type name is what there is
@@ -448,7 +449,7 @@ def _other(f: Found) -> Told:
 def _locate(file: Optional[str], source: Optional[Input], matches: Callable[[str], bool]) -> str:
     """", line N" of the first line of a local `file` (at most LOCATE_BYTES of it) that `matches`; "" if
     none is found."""
-    local = inputs.local_path(file or "")
+    local = local_path(file or "")
     if local is None or not os.path.isfile(local):
         return ""
     options = source.options if source is not None else {}

@@ -13,14 +13,7 @@ from scopeflow.runtime import targets
 from scopeflow.runtime.errors import Position, RunRefused
 from scopeflow.runtime.filesystems import LOCAL
 from scopeflow.runtime.spec import Param
-from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
-
-
-def resolve(base_dir: str, path: str) -> str:
-    """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
-    if "://" in path or os.path.isabs(path):
-        return path
-    return os.path.join(base_dir, path)
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation, resolve
 
 
 def value(params: dict, v):

@@ -8,7 +8,7 @@ null. The checker (for an input there at check time) and the runtime (before Spa
 call `check_fields`, so the two say the same thing; the runtime then reads a CSV file with the schema put
 in its header's order and selects the declared fields by name.
 
-Only local files are read here (plain paths and file://); the runtime asks Spark about other file
+Only local files are read here (plain paths and file:); the runtime asks Spark about other file
 systems. A file is never read in full: a header line, a footer, the first records.
 """
 from __future__ import annotations
@@ -23,6 +23,8 @@ import os
 from typing import Callable, Optional
 
 from attrs import frozen
+
+from scopeflow.stdlib.paths import hidden, local_path
 
 JSON_SAMPLE_RECORDS = 1000  # records of a JSON file whose keys are looked at
 JSON_SAMPLE_FILES = 20  # JSON files of a folder looked at
@@ -46,20 +48,6 @@ class Mismatch:
     message: str
     notes: tuple = ()
     hint: str = ""
-
-
-def local_path(path: str) -> Optional[str]:
-    """The local path of `path` (plain or file://), or None on another file system."""
-    if path.startswith("file://"):
-        return path[len("file://"):] or "/"
-    if path.startswith("file:"):
-        return path[len("file:"):]
-    return None if "://" in path else path
-
-
-def hidden(name: str) -> bool:
-    """Files Spark skips in a folder: `_SUCCESS`, `.part-0.crc`, ..."""
-    return name.startswith(("_", "."))
 
 
 def data_files(path: str) -> list[str]:

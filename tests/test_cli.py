@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 import reference
-from conftest import EXAMPLES, read_output
+from conftest import EXAMPLES, read_output, without_java
 
 DATA = os.path.join(EXAMPLES, "data")
 
@@ -214,11 +214,6 @@ def test_ctrl_c_says_one_line_exits_130_and_the_run_resumes_exactly(run_cli, tmp
     edges = [(i, i + 1) for i in order]
     assert Counter(read_output(str(tmp_path / "out" / "components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
-
-
-def without_java() -> dict:
-    """An environment in which Spark cannot start: a run that answers in it never started Spark."""
-    return dict(os.environ, JAVA_HOME="/nonexistent", PATH="/nonexistent")
 
 
 def test_a_missing_input_is_refused_before_spark_starts(run_cli, tmp_path):

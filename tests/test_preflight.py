@@ -1,0 +1,73 @@
+"""What `run` can know about a file source without Spark, it says before Spark starts (issue 22, item 5): the
+input exists (a glob matches something), this user can read every file of it (E0502), the files name the
+declared fields (E0503) and `on_error` is one scopeflow knows (E0114). Each refusal is exit 2 with the source
+and its line, here in an environment where Spark cannot start (had the run started it, the exit would be 4:
+Java not found). A glob path is matched as Spark matches it, and `file:` URIs are local paths, at check time
+too. Real files, real CLI subprocesses; where Spark runs, the result is compared with Python's csv module
+reading the same files.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import read_output, without_java, without_permission_override, write_csv
+from scopeflow.api import run_file
+from scopeflow.compiler import check_file
+
+
+def write(path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return str(path)
+
+
+def run_without_java(flow: str, *args, prefix=()) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "scopeflow.cli", "run", flow, "--quiet", *args],
+                          capture_output=True, text=True, env=without_java(), timeout=300)
+
+
+def refused(proc, code: str, flow: str, line: int) -> str:
+    """The run was refused before Spark starts with `code`, at the source on `line`; its message."""
+    err = proc.stderr
+    assert proc.returncode == 2, err  # (4 had it tried to start Spark: there is no Java)
+    err = err[err.index("error["):]  # (after the check's warnings)
+    assert err.startswith(f"error[{code}]: source `edges`: "), err
+    assert f"{flow}:{line}:1" in err and "read here" in err and "= help: " in err
+    assert "Traceback" not in err
+    return err
+
+
+def by_name(files, names) -> list[tuple]:
+    """The rows of CSV files with headers, the columns `names` taken by name, as ints."""
+    out = []
+    for f in files:
+        with open(f, newline="") as fh:
+            out += [tuple(int(r[n]) for n in names) for r in csv.DictReader(fh)]
+    return sorted(out)
+
+
+def test_file_uris_are_local_inputs_at_check_time_and_at_run_time(spark, tmp_path):
+    write_csv(tmp_path / "e.csv", ["dst", "src"], [(2, 1), (3, 2)])
+    write_csv(tmp_path / "bad.csv", ["from", "to"], [(1, 2)])
+    flow = write(tmp_path / "t.flow", f"""
+        param input: string = "file://{tmp_path}/e.csv"
+        source edges = read csv(input, header = true) schema (src: long, dst: long)
+        source more = read csv("file:{tmp_path}/bad.csv", header = true) schema (src: long, dst: long)
+        source gone = read csv("file://{tmp_path}/nope.csv", header = true) schema (src: long, dst: long)
+        sink edges | union(more) | union(gone) -> csv("out/e", header = true)
+    """)
+    assert [(d.code, d.span.line) for d in check_file(flow).diagnostics] == [("E0503", 3), ("W0001", 4)]
+    only = write(tmp_path / "only.flow", f"""
+        source edges = read csv("file:{tmp_path}/e.csv", header = true) schema (src: long, dst: long)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert not check_file(only).diagnostics
+    run_file(only, spark=spark)
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int))) == by_name([tmp_path / "e.csv"], ["src", "dst"])
+    os.remove(tmp_path / "e.csv")
+    err = refused(run_without_java(only), "E0501", only, 1)
+    assert f"input {tmp_path / 'e.csv'} does not exist" in err
