@@ -12,7 +12,7 @@ from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
-from scopeflow.stdlib.inputs import check_fields
+from scopeflow.stdlib.inputs import FIELD_CHECKED, ON_ERROR_FORMATS, ON_ERROR_MODES, check_fields
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
@@ -35,16 +35,14 @@ SINK_OPTION_CONFLICTS = (
     (("single_file", True), ("partition_by", ANY),
      "`partition_by` writes a folder per value, each with its own files"),
 )
-ON_ERROR = ("fail", "skip", "null")  # what a malformed record does: Spark's FAILFAST, DROPMALFORMED, PERMISSIVE
 # The source options scopeflow reads itself, by format: option -> the values it takes. Any other option of a
-# batch source goes to Spark's reader as it is.
-SOURCE_OPTIONS = {"csv": {"on_error": ON_ERROR}, "json": {"on_error": ON_ERROR}}
+# batch source goes to Spark's reader as it is. Option names are matched ignoring case, as Spark does.
+SOURCE_OPTIONS = {fmt: {"on_error": tuple(ON_ERROR_MODES)} for fmt in ON_ERROR_FORMATS}
 # Spark reader options scopeflow sets itself (by lower-case name), and what to write instead.
 OWNED_OPTIONS = {
     "mode": 'say what a malformed record does with `on_error = "fail"` (the default), `"skip"` or `"null"`',
     "enforceschema": "a CSV header is matched to the schema by name (and checked) by scopeflow itself",
 }
-FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (check_fields)
 
 
 def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
@@ -111,15 +109,16 @@ def _check_options(lw: Lowering, src: A.ReadSource) -> None:
     for a in src.args:
         if a.name is None:
             continue
-        if a.name.lower() in OWNED_OPTIONS:
+        name = a.name.lower()
+        if name in OWNED_OPTIONS:
             lw.fail("E0114", f"`read {src.format}` option `{a.name}` is set by scopeflow", a.span, "set by scopeflow",
-                    [OWNED_OPTIONS[a.name.lower()]])
-        if a.name == "on_error" and a.name not in own:
-            lw.fail("E0114", f"`read {src.format}` has no option `on_error`", a.span, "unknown option",
+                    [OWNED_OPTIONS[name]])
+        if name == "on_error" and name not in own:
+            lw.fail("E0114", f"`read {src.format}` has no option `{a.name}`", a.span, "unknown option",
                     ["only csv and json sources read records that can be malformed"])
-        if a.name not in own:
+        if name not in own:
             continue
-        allowed = own[a.name]
+        allowed = own[name]
         value, whose = _value(lw, a), ""
         if isinstance(value, ops.ParamRef):
             kind, value = lw.decl.params[value.name]

@@ -52,9 +52,6 @@ LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoin
              OBSERVE_ALL_ATTEMPTS: "true"}
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
-# a file source's `on_error`: what a malformed record does, as Spark's reader `mode`
-ON_ERROR_MODES = {"fail": "FAILFAST", "skip": "DROPMALFORMED", "null": "PERMISSIVE"}
-FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (stdlib.inputs.check_fields)
 # pyspark logs a failure with a query context as a line of JSON on stderr when it converts it; scopeflow
 # tells the failure itself (and keeps it in the JVM log), so these are quiet while a run acts
 PYSPARK_FAILURE_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
@@ -252,17 +249,17 @@ class RunContext:
                 return df.select(*ddl_columns(schema)) if schema else df
             opts = self._reader_options(op, fmt, options)
             read_schema, header = schema, ()
-            if schema and fmt in FIELD_CHECKED:
+            if schema and fmt in inputs.FIELD_CHECKED:
                 found = self._file_fields(fmt, full, opts)
                 problem = inputs.check_fields(fmt, ddl_columns(schema), found, shown_path)
                 if problem is not None:
                     raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0503", at=self.where(op),
                                          label="read here", notes=problem.notes, hint=problem.hint)
-                if fmt == "csv" and opts.get("header", "").lower() == "true" and found:
+                if inputs.has_header(fmt, opts) and found:
                     header = found[0].names
                     read_schema = ", ".join(f"`{n.replace('`', '``')}` {t}"
                                             for n, t in inputs.in_header_order(_ddl_fields(schema), header))
-                    opts["enforceSchema"] = "false"  # Spark checks each file's header against that order
+                    opts["enforceschema"] = "false"  # Spark checks each file's header against that order
             fields = tuple((n, failures.flow_type(t)) for n, t in _ddl_fields(schema)) if schema else ()
             self.inputs[op] = failures.Input(self.describe(op), self.where(op), full, fmt, fields, opts, header)
             reader = self.spark.read.options(**opts)
@@ -272,17 +269,12 @@ class RunContext:
             return df.select(*ddl_columns(schema)) if schema else df
 
     def _reader_options(self, op: str, fmt: str, options: dict) -> dict:
-        """A source's options as Spark's reader takes them: `on_error` becomes Spark's `mode`."""
-        opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if k != "on_error"}
-        if fmt in ("csv", "json"):
-            on_error = str(options.get("on_error", "fail"))
-            if on_error not in ON_ERROR_MODES:
-                raise RuntimeFailure(f'{self.describe(op)}: on_error = "{on_error}": on_error is "fail", "skip" or '
-                                     f'"null"', code="E0114", at=self.where(op), label="read here",
-                                     hint='on_error = "fail" stops at a malformed record, "skip" leaves it out, '
-                                          '"null" reads what it cannot read as null')
-            opts["mode"] = ON_ERROR_MODES[on_error]
-        return opts
+        """A source's options as Spark's reader takes them (`inputs.reader_options`), its `on_error` checked."""
+        problem = inputs.on_error_problem(fmt, inputs.normalized_options(options))
+        if problem is not None:
+            raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0114", at=self.where(op),
+                                 label="read here", hint=problem.hint)
+        return inputs.reader_options(fmt, options)
 
     def _file_fields(self, fmt: str, full: str, opts: dict) -> list:
         """What a source's files say about their fields: read without Spark for local files, asked of Spark
@@ -293,7 +285,7 @@ class RunContext:
             found = inputs.file_fields(fmt, local, opts) if local is not None else []
             if found or (local is not None and not inputs.data_files(local)):
                 return found
-            if fmt == "csv" and opts.get("header", "").lower() == "true":
+            if inputs.has_header(fmt, opts):
                 return [inputs.Fields(full, tuple(self.spark.read.options(**opts).csv(full).columns))]
             if fmt == "parquet":
                 return [inputs.Fields(full, tuple(self.spark.read.parquet(full).columns))]

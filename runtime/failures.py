@@ -453,7 +453,7 @@ def _locate(file: Optional[str], source: Optional[Input], matches: Callable[[str
     if local is None or not os.path.isfile(local):
         return ""
     options = source.options if source is not None else {}
-    header = source is not None and source.format == "csv" and str(options.get("header", "")).lower() == "true"
+    header = source is not None and inputs.has_header(source.format, options)
     try:
         fh = inputs.open_text(local, options)
         if fh is None:
@@ -478,7 +478,7 @@ def _csv_value(text: str, value: str, source: Optional[Input], column: list) -> 
     which: `column` gets (name, type))."""
     if source is None:
         return False
-    sep = str(source.options.get("sep", source.options.get("delimiter", ",")))
+    sep = inputs.separator(source.options)
     try:
         values = next(csv.reader([text], delimiter=sep)) if len(sep) == 1 else text.split(sep)
     except csv.Error:

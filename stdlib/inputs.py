@@ -1,15 +1,16 @@
-"""What a file source's files say about their fields, read without Spark, and whether that fits the
-source's declared schema.
+"""A file source's files, read without Spark: which files a path names, what they say about their fields, whether that fits the source's declared schema, and the source's options as
+Spark's reader takes them.
 
 A CSV file's header, a Parquet file's footer and the keys of a JSON file's first records name the
 fields. Spark matches none of them to a declared schema by name on its own: it reads a CSV file by
 position (a header in another order silently swaps columns) and a Parquet or JSON field the file lacks as
-null. The checker (for an input there at check time) and the runtime (before Spark reads a source) both
-call `check_fields`, so the two say the same thing; the runtime then reads a CSV file with the schema put
-in its header's order and selects the declared fields by name.
+null. The checker (for an input there at check time) and the run, before Spark starts
+(`runtime/preflight.py`), both call `check_fields`, so the two say the same thing; the runtime then reads a
+CSV file with the schema put in its header's order and selects the declared fields by name.
 
-Only local files are read here (plain paths and file:); the runtime asks Spark about other file
-systems. A file is never read in full: a header line, a footer, the first records.
+Only local files are read here (plain paths and file:); the runtime asks Spark about other file systems
+when it reads them. A file is never read in full: a header line, a footer, the first records. The functions
+that take a source's options take its `normalized_options` (`file_fields` normalises them itself).
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ JSON_SAMPLE_RECORDS = 1000  # records of a JSON file whose keys are looked at
 JSON_SAMPLE_FILES = 20  # JSON files of a folder looked at
 JSON_SAMPLE_BYTES = 1 << 20  # at most this much of each
 OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (`check_fields`)
+# a source's `on_error`: what a malformed record does, as Spark's reader `mode`; the formats that take it
+ON_ERROR_MODES = {"fail": "FAILFAST", "skip": "DROPMALFORMED", "null": "PERMISSIVE"}
+ON_ERROR_FORMATS = ("csv", "json")
 UNREADABLE_HERE = (".snappy", ".lz4", ".zst", ".deflate", ".xz", ".br")  # compressed in a way Python cannot open
 
 
@@ -50,6 +55,43 @@ class Mismatch:
     hint: str = ""
 
 
+def normalized_options(options: dict) -> dict:
+    """A source's options as Spark's reader takes them: names in lower case (Spark ignores their case, so
+    `Header = true` is `header = true`), values as text (`true`, not True). scopeflow reads a source's
+    options only through this, so it reads them as Spark does."""
+    return {str(k).lower(): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+
+
+def _option(options: dict, *names: str, default=None):
+    """The value of the first of `names` (lower case) a source has, in its `normalized_options`."""
+    return next((options[n] for n in names if n in options), default)
+
+
+def on_error_problem(fmt: str, options: dict) -> Optional[Mismatch]:
+    """Why a source's `on_error` (in its `normalized_options`) is not one scopeflow knows, or None."""
+    value = options.get("on_error")
+    if fmt not in ON_ERROR_FORMATS or value is None or value in ON_ERROR_MODES:
+        return None
+    return Mismatch(f'on_error = "{value}": on_error is "fail", "skip" or "null"', (),
+                    'on_error = "fail" stops at a malformed record, "skip" leaves it out, "null" reads what it '
+                    'cannot read as null')
+
+
+def reader_options(fmt: str, options: dict) -> dict:
+    """The options Spark's reader gets for a source: its `normalized_options`, with `on_error` (checked by
+    `on_error_problem` before) as Spark's `mode`."""
+    opts = normalized_options(options)
+    on_error = opts.pop("on_error", "fail")
+    if fmt in ON_ERROR_FORMATS:
+        opts["mode"] = ON_ERROR_MODES[on_error]
+    return opts
+
+
+def has_header(fmt: str, options: dict) -> bool:
+    """A CSV source whose files start with a header line (`header = true`, in its `normalized_options`)."""
+    return fmt == "csv" and options.get("header", "false").lower() == "true"
+
+
 def data_files(path: str) -> list[str]:
     """The files Spark reads for a local `path`: the file, or the files under a folder (partition folders
     included, hidden names skipped), or the matches of a glob; in name order."""
@@ -65,14 +107,6 @@ def data_files(path: str) -> list[str]:
     return out
 
 
-def _option(options: dict, *names, default=None):
-    for n in names:
-        for k, v in options.items():
-            if k.lower() == n.lower():
-                return v
-    return default
-
-
 def open_text(file: str, options: dict):
     """A local file opened as text the way a source's `encoding` and the file's compression say; None for a
     compression Python cannot read."""
@@ -86,6 +120,12 @@ def open_text(file: str, options: dict):
     return open(file, encoding=encoding, errors="replace", newline="")
 
 
+def separator(options: dict) -> str:
+    """A CSV source's column separator (`sep` or `delimiter`; `\\t` is a tab)."""
+    sep = str(_option(options, "sep", "delimiter", default=","))
+    return "\t" if sep == "\\t" else sep
+
+
 def csv_header(file: str, options: dict) -> Optional[tuple]:
     """The column names in the header line of a CSV file (Spark's `sep`, `quote`, `escape`, `comment` and
     `encoding` options), skipping the empty and comment lines before it as Spark does. None: no header line
@@ -93,8 +133,7 @@ def csv_header(file: str, options: dict) -> Optional[tuple]:
     fh = open_text(file, options)
     if fh is None:
         return None
-    sep = str(_option(options, "sep", "delimiter", default=","))
-    sep = "\t" if sep == "\\t" else sep
+    sep = separator(options)
     quote = str(_option(options, "quote", default='"'))
     escape = str(_option(options, "escape", default="\\"))
     comment = _option(options, "comment")
@@ -113,9 +152,9 @@ def csv_header(file: str, options: dict) -> Optional[tuple]:
 
 def _trimmed(name: str, options: dict) -> str:
     """A header name as Spark reads it: trimmed only when the source asks for it."""
-    if str(_option(options, "ignoreLeadingWhiteSpace", default="false")).lower() == "true":
+    if str(_option(options, "ignoreleadingwhitespace", default="false")).lower() == "true":
         name = name.lstrip()
-    if str(_option(options, "ignoreTrailingWhiteSpace", default="false")).lower() == "true":
+    if str(_option(options, "ignoretrailingwhitespace", default="false")).lower() == "true":
         name = name.rstrip()
     return name
 
@@ -162,7 +201,7 @@ def json_keys(file: str, options: dict) -> Optional[tuple]:
         return None
     keys: dict = {}
     with fh:
-        if str(_option(options, "multiLine", default="false")).lower() == "true":
+        if str(_option(options, "multiline", default="false")).lower() == "true":
             text = fh.read(JSON_SAMPLE_BYTES + 1)
             if len(text) > JSON_SAMPLE_BYTES:
                 return None
@@ -194,7 +233,8 @@ def file_fields(fmt: str, path: str, options: dict) -> list[Fields]:
     local = local_path(path)
     if local is None:
         return []
-    if fmt == "csv" and str(_option(options, "header", default=False)).lower() == "true":
+    options = normalized_options(options)
+    if has_header(fmt, options):
         read = lambda f: csv_header(f, options)  # noqa: E731
         files = data_files(local)
     elif fmt == "parquet":

@@ -193,3 +193,34 @@ def test_json_records_that_omit_a_null_field_are_fine(spark, tmp_path):
     assert not check_file(flow).errors
     run_file(flow, spark=spark)
     assert sorted(read_output(str(tmp_path / "out/e"))) == [("1", "2", "true"), ("2", "3", "true")]
+
+
+
+def test_option_names_are_matched_ignoring_case_as_spark_does(spark, tmp_path):
+    """`Header = true` is `header = true` to Spark, so to scopeflow too: the header is matched by name (read by
+    position, the columns would be swapped, silently)."""
+    write_csv(tmp_path / "e.csv", ["dst", "src", "w"], [(d, s, w) for s, d, w in EDGES])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("e.csv", Header = true) schema (src: long, dst: long, w: double)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert not check_file(flow).diagnostics
+    run_file(flow, spark=spark)
+    want = by_name(tmp_path / "e.csv", {"src": int, "dst": int, "w": float})
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int, float))) == sorted(want)
+    assert sorted(want) == sorted(EDGES)
+
+
+def test_on_error_is_matched_ignoring_case_too(spark, tmp_path):
+    """`On_Error = "skip"` is scopeflow's `on_error`, not an option Spark would ignore (failing at the row)."""
+    write_csv(tmp_path / "e.csv", ["src", "dst", "w"], EDGES + [(6, 7, "x")])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("e.csv", header = true, On_Error = "skip") schema (src: long, dst: long, w: double)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert not check_file(flow).diagnostics
+    run_file(flow, spark=spark)
+    want = [r for r in by_name(tmp_path / "e.csv", {"src": int, "dst": int, "w": str}) if r[2] != "x"]
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int, float))) == sorted((s, d, float(w)) for s, d, w in want)
+    bad = write(tmp_path / "bad.flow", open(flow).read().replace('"skip"', '"ignore"'))
+    assert [d.code for d in check_file(bad).errors] == ["E0114"]
