@@ -10,7 +10,7 @@ import os
 from importlib import resources
 from typing import Optional
 
-from scopeflow.stdlib.inputs import arrow_type, file_fields
+from scopeflow.stdlib.inputs import arrow_type, file_fields, matches
 from scopeflow.stdlib.python_modules import load_python_module, python_functions
 
 
@@ -27,7 +27,8 @@ class FileLoader:
         return os.path.isfile(path)
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path)
+        """Whether an input path names anything: a file or folder, or what a glob matches (as Spark reads it)."""
+        return bool(matches(path))
 
     def read_text(self, path: str) -> str:
         with open(path, encoding="utf-8") as fh:

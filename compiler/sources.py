@@ -140,13 +140,12 @@ def _shown_value(value) -> str:
 
 def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: tuple, schema: Schema) -> None:
     """A local input there at check time: its files name the declared fields (a CSV header, a Parquet
-    footer, JSON records), as the run checks before it reads it (stdlib/inputs.py)."""
-    opts = dict(options)
-    if not isinstance(path, ops.Path) or any(isinstance(v, ops.ParamRef) for v in opts.values()):
-        return  # the run checks the input it is given, with the option values it is given
-    full = _local_input(lw, path.value)
+    footer, JSON records), as the run checks before Spark starts (stdlib/inputs.py). A path or option given
+    as a param is checked with the param's default (the run checks the values it gets)."""
+    full = _local_input(lw, _path_text(lw, path))
     if full is None or not lw.loader.exists(full):
         return  # on another file system, or missing (W0001)
+    opts = {k: _param_default(lw, v) for k, v in options}
     try:
         found = lw.loader.file_fields(src.format, full, opts)
     except Exception:  # an unreadable file (pyarrow's and the codecs' many errors): the run says why (E0502)
@@ -154,7 +153,15 @@ def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: 
     problem = check_fields(src.format, [f.name for f in schema.fields], found,
                            shown=lambda f: os.path.relpath(f, lw.base_dir))
     if problem is not None:
-        lw.error("E0503", problem.message, src.span, "read here", [*problem.notes, problem.hint])
+        params = [f"the default of param `{v.name}`" for v in (path, *dict(options).values())
+                  if isinstance(v, ops.ParamRef)]
+        lw.error("E0503", problem.message, src.span, "read here",
+                 [*problem.notes, *([f"checked with {', '.join(params)}"] if params else []), problem.hint])
+
+
+def _param_default(lw: Lowering, value):
+    """A constant as it is, a param as its default."""
+    return lw.decl.params[value.name][1] if isinstance(value, ops.ParamRef) else value
 
 
 def _value(lw: Lowering, arg: A.Arg):

@@ -50,6 +50,11 @@ class Position:
     col: int = 1
     end_col: int = 0  # 0: to the end of the line
 
+    @classmethod
+    def of(cls, file: str, at: tuple) -> Optional["Position"]:
+        """The position `at` ((line, col, end col), as a generated job records it; () when unknown) in `file`."""
+        return cls(file, *at) if at else None
+
     def __str__(self) -> str:
         return f"{shown_path(self.file)}:{self.line}:{self.col}"
 

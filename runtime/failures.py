@@ -536,7 +536,8 @@ RULES = (
          _os_failure, words=_OS_REASONS),
     Rule("E0503", "a file's fields do not fit the source's schema: a CSV header without a declared column or "
                   "in another order than the source's other files, a Parquet or JSON file without a declared "
-                  "field or with one of another type (also found by `check` when the file is there)",
+                  "field or with one of another type (found by `check` when the file is there, and before Spark "
+                  "starts for local files; a Parquet field of another type when Spark reads it)",
          "`read csv(\"e.csv\", header = true) schema (src: long, w: double)` with header `src,dst,weight`",
          "declare the fields the files have: they are matched by name, in any order, and undeclared ones are "
          "left out",
@@ -554,14 +555,16 @@ RULES = (
                   "is not JSON (see `on_error`)", "`3,\"4,1.5` (an unclosed quote); `5,6` for three columns",
          MALFORMED_HINT, _malformed, conditions=("MALFORMED_CSV_RECORD", "MALFORMED_RECORD_IN_PARSING"),
          classes=("com.fasterxml.jackson.core.JsonParseException",)),
-    Rule("E0501", "an input does not exist (found before Spark starts for local paths, else when Spark reads it)",
+    Rule("E0501", "an input does not exist, or is a glob that matches no file (found before Spark starts for "
+                  "local paths, else when Spark reads it)",
          "`read csv(\"nope/edges.csv\")`",
          "check the path; relative paths are relative to the .flow file (a `param` path can be given with "
          "--param NAME=PATH)",
          _missing, conditions=("PATH_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST"),
          classes=("java.io.FileNotFoundException",)),
-    Rule("E0502", "an input cannot be read: no read permission (found before Spark starts), or a file Spark fails "
-                  "to read (not of the source's format, corrupt)", "`read parquet(\"notes.txt\")`",
+    Rule("E0502", "an input cannot be read: no read permission for one of its files or folders (found before "
+                  "Spark starts), or a file Spark fails to read (not of the source's format, corrupt)",
+         "`read parquet(\"notes.txt\")`",
          "check that the files are readable and of the source's format",
          _unreadable, conditions=("FAILED_READ_FILE",)),
     Rule("E0508", "a Spark executor, a Python worker or Spark's JVM was lost", "an executor killed by the OS",

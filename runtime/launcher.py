@@ -21,6 +21,7 @@ from scopeflow.runtime.preflight import preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.spec import sources
 from scopeflow.runtime.termination import LoopMaxError
 
 
@@ -47,7 +48,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                              base_dir=base_dir)
             run.interrupts = interrupts
             if wanted:
-                run.configure_snapshots(snapshots, module.SOURCES)
+                run.configure_snapshots(snapshots, sources(module))
             module.pipeline(run)
             run.finish()
     except (Exception, KeyboardInterrupt) as exc:

@@ -1,4 +1,5 @@
-"""A file source's files, read without Spark: which files a path names, what they say about their fields, whether that fits the source's declared schema, and the source's options as
+"""A file source's files, read without Spark: which files a path names (globs as Spark reads them), what
+they say about their fields, whether that fits the source's declared schema, and the source's options as
 Spark's reader takes them.
 
 A CSV file's header, a Parquet file's footer and the keys of a JSON file's first records name the
@@ -92,12 +93,83 @@ def has_header(fmt: str, options: dict) -> bool:
     return fmt == "csv" and options.get("header", "false").lower() == "true"
 
 
+def is_glob(path: str) -> bool:
+    """Whether Spark reads `path` as a glob pattern (Hadoop's: `* ? [...] [^...] {a,b} \\c`)."""
+    return any(c in path for c in "{}[]*?\\")
+
+
+def matches(path: str) -> list[str]:
+    """What a local input path names, as Spark finds it: the path itself if it exists, or the files and
+    folders a glob matches, in name order; [] for nothing."""
+    if not is_glob(path):
+        return [path] if os.path.exists(path) else []
+    found: set = set()
+    for pattern in _braces_expanded(path):
+        found.update(glob.glob(_python_glob(pattern)))
+    return sorted(found)
+
+
+def _braces_expanded(pattern: str) -> list[str]:
+    """The patterns of Hadoop's `{a,b}` alternatives (nested ones too), each without braces."""
+    depth, start, i = 0, -1, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+            start = i if depth == 1 else start
+        elif c == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                head, body, tail = pattern[:start], pattern[start + 1:i], pattern[i + 1:]
+                return [p for alt in _alternatives(body) for p in _braces_expanded(head + alt + tail)]
+        i += 1
+    return [pattern]
+
+
+def _alternatives(body: str) -> list[str]:
+    """`a,b{c,d}` -> `a`, `b{c,d}`: split at the commas outside nested braces."""
+    out, depth, cur, i = [], 0, "", 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            cur += body[i:i + 2]
+            i += 2
+            continue
+        depth += c == "{"
+        depth -= c == "}"
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    return out + [cur]
+
+
+def _python_glob(pattern: str) -> str:
+    """A Hadoop glob without braces as Python's `glob` reads it: `[^a]` is `[!a]`, `\\c` the character c."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            out += glob.escape(pattern[i + 1])
+            i += 2
+        elif pattern.startswith("[^", i):
+            out += "[!"
+            i += 2
+        else:
+            out += pattern[i]
+            i += 1
+    return out
+
+
 def data_files(path: str) -> list[str]:
     """The files Spark reads for a local `path`: the file, or the files under a folder (partition folders
-    included, hidden names skipped), or the matches of a glob; in name order."""
-    roots = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    included, hidden names skipped), or those of what a glob matches; in name order."""
     out = []
-    for root in roots:
+    for root in matches(path):
         if os.path.isfile(root):
             out.append(root)
             continue
@@ -105,6 +177,23 @@ def data_files(path: str) -> list[str]:
             dirs[:] = sorted(d for d in dirs if not hidden(d))
             out += [os.path.join(folder, f) for f in sorted(files) if not hidden(f)]
     return out
+
+
+def unreadable(path: str) -> Optional[str]:
+    """The first file or folder Spark would read for a local `path` that this user cannot read (a folder:
+    list and enter), or None."""
+    for root in matches(path):
+        todo = [root]
+        while todo:
+            p = todo.pop()
+            if not os.path.isdir(p):
+                if not os.access(p, os.R_OK):
+                    return p
+                continue
+            if not os.access(p, os.R_OK | os.X_OK):
+                return p
+            todo += [os.path.join(p, n) for n in sorted(os.listdir(p), reverse=True) if not hidden(n)]
+    return None
 
 
 def open_text(file: str, options: dict):

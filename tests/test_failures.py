@@ -133,17 +133,6 @@ def test_on_error_skip_and_null_behave_like_sparks_modes(spark, tmp_path, on_err
     assert [tuple("" if v is None else str(v) for v in r) for r in sorted(plain)] == want
 
 
-def test_on_error_param_with_a_bad_value(spark, tmp_path):
-    write(tmp_path / "data/edges.csv", ON_ERROR)
-    flow = write(tmp_path / "t.flow", """
-        param bad: string = "fail"
-        source edges = read csv("data/edges.csv", header = true, on_error = bad) schema (src: long, dst: long, w: double)
-        sink edges -> csv("out/e", header = true)
-    """)
-    with pytest.raises(RuntimeFailure, match='on_error.*"ignore".*"fail", "skip" or "null"'):
-        run_file(flow, params={"bad": "ignore"}, spark=spark)
-
-
 def test_a_failure_in_a_loop_round_names_the_source_and_the_loop(spark, tmp_path):
     write(tmp_path / "edges.csv", "src,dst\n1,2\n2,x\n")
     flow = write(tmp_path / "t.flow", """

@@ -50,6 +50,64 @@ def by_name(files, names) -> list[tuple]:
     return sorted(out)
 
 
+def test_an_on_error_param_that_is_not_a_mode_is_refused_before_spark(tmp_path):
+    write_csv(tmp_path / "edges.csv", ["src", "dst"], [(1, 2)])
+    flow = write(tmp_path / "t.flow", """
+        param bad: string = "fail"
+        source edges = read csv("edges.csv", header = true, on_error = bad) schema (src: long, dst: long)
+        sink edges -> csv("out/e", header = true)
+    """)
+    err = refused(run_without_java(flow, "--param", "bad=ignore"), "E0114", flow, 2)
+    assert 'on_error = "ignore"' in err and '"fail", "skip" or "null"' in err and "--param bad" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_glob_that_matches_no_file_is_refused_before_spark(tmp_path):
+    write_csv(tmp_path / "data/other.csv", ["src", "dst"], [(1, 2)])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("data/part-*.csv", header = true) schema (src: long, dst: long)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert [d.code for d in check_file(flow).diagnostics] == ["W0001"]
+    err = refused(run_without_java(flow), "E0501", flow, 1)
+    assert f"input {tmp_path / 'data/part-*.csv'} matches no file" in err and "glob" in err
+
+
+def test_a_glob_is_read_as_spark_reads_it(spark, tmp_path):
+    """`*` and Hadoop's `{a,b}` pick the files; each file's header is matched by name."""
+    write_csv(tmp_path / "data/part-1.csv", ["dst", "src"], [(2, 1), (3, 2)])
+    write_csv(tmp_path / "data/part-2.csv", ["dst", "src"], [(4, 3)])
+    write_csv(tmp_path / "data/extra-3.csv", ["dst", "src"], [(9, 9)])
+    for pattern, files in (("data/part-*.csv", ["part-1.csv", "part-2.csv"]),
+                           ("data/{part-2,extra-3}.csv", ["part-2.csv", "extra-3.csv"])):
+        flow = write(tmp_path / "t.flow", f"""
+            source edges = read csv("{pattern}", header = true) schema (src: long, dst: long)
+            sink edges -> csv("out/e", header = true, mode = "overwrite")
+        """)
+        assert not check_file(flow).diagnostics, pattern  # no W0001: the glob matches files
+        run_file(flow, spark=spark)
+        want = by_name([tmp_path / "data" / f for f in files], ["src", "dst"])
+        assert sorted(read_output(str(tmp_path / "out/e"), (int, int))) == want, pattern
+
+
+def test_an_unreadable_file_in_an_input_folder_is_refused_before_spark(tmp_path):
+    prefix = without_permission_override()
+    write_csv(tmp_path / "data/part-0.csv", ["src", "dst"], [(1, 2)])
+    write_csv(tmp_path / "data/part-1.csv", ["src", "dst"], [(2, 3)])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("data", header = true) schema (src: long, dst: long)
+        sink edges -> csv("out/e", header = true)
+    """)
+    locked = tmp_path / "data/part-1.csv"
+    locked.chmod(0)
+    try:
+        proc = run_without_java(flow, prefix=prefix)
+    finally:
+        locked.chmod(0o644)
+    err = refused(proc, "E0502", flow, 1)
+    assert f"permission denied for {locked}" in err and "chmod" in err
+
+
 def test_file_uris_are_local_inputs_at_check_time_and_at_run_time(spark, tmp_path):
     write_csv(tmp_path / "e.csv", ["dst", "src"], [(2, 1), (3, 2)])
     write_csv(tmp_path / "bad.csv", ["from", "to"], [(1, 2)])
