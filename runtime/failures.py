@@ -311,6 +311,8 @@ def _last_line(text: str) -> str:
 
 
 def _out_of_memory(f: Found) -> Told:
+    if f.cause.kind == "MemoryError":  # Python's, in this process
+        return Told("the driver (this Python process) ran out of memory")
     return Told(f"Spark ran out of memory ({_first_line(f.cause.message) or f.cause.kind})")
 
 
@@ -523,7 +525,8 @@ RULES = (
     Rule("E0509", "Spark ran out of memory", "a `group` whose keys hold most records, on a small driver",
          "give Spark more memory (--conf spark.driver.memory=4g; on a cluster spark.executor.memory) or more "
          "partitions (--conf spark.sql.shuffle.partitions=400)",
-         _out_of_memory, conditions=("UNABLE_TO_ACQUIRE_MEMORY",), classes=("java.lang.OutOfMemoryError",),
+         _out_of_memory, conditions=("UNABLE_TO_ACQUIRE_MEMORY",),
+         classes=("java.lang.OutOfMemoryError", "MemoryError"),
          words=("java.lang.OutOfMemoryError", "GC overhead limit exceeded", "exceeding memory limits")),
     Rule("E0506", "permission denied: a file or folder the run must read or write", "a sink into a read-only folder",
          "give this user access to the path, or use another one",
@@ -606,15 +609,15 @@ def explain(exc: BaseException, scene: Scene) -> RuntimeFailure:
     notes = list(told.notes)
     if action is not None and (source is not None or not told.subject or action.step is not None):
         notes.append(action.note())
-    if scene.log is not None and record(exc, scene.log, rule.code):
+    if scene.log is not None and record(exc, scene.log, f"the run failed, error[{rule.code}]"):
         notes.append(f"the full Java error is in {scene.log}")
     return RuntimeFailure(message, hint=told.hint or rule.hint, code=rule.code, at=at, label=label, notes=notes,
                           detail=told.detail)
 
 
-def record(exc: BaseException, log: str, code: str) -> bool:
-    """Append the full error (Python traceback, Java stack trace with every cause) to the JVM log, which
-    then stays when the process exits. False when it cannot be written."""
+def record(exc: BaseException, log: str, heading: str) -> bool:
+    """Append the full error (Python traceback, Java stack trace with every cause) to the JVM log under
+    `heading`; the log then stays when the process exits. False when it cannot be written."""
     from scopeflow.runtime.session import keep_jvm_log
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -629,7 +632,7 @@ def record(exc: BaseException, log: str, code: str) -> bool:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     try:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"\n==== scopeflow {stamp}: the run failed, error[{code}] ====\n{text}\n")
+            fh.write(f"\n==== scopeflow {stamp}: {heading} ====\n{text}\n")
     except OSError:
         return False
     keep_jvm_log()
@@ -637,8 +640,20 @@ def record(exc: BaseException, log: str, code: str) -> bool:
 
 
 def explained_types() -> tuple:
-    """The exceptions `explain` is for: Spark's (through py4j or pyspark), py4j's own, the file system's."""
+    """The exceptions `explain` is for: Spark's (through py4j or pyspark), py4j's own, the file system's, and
+    the driver running out of memory. Any other exception of a run is a bug of scopeflow's (`internal`)."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    return (Py4JError, PySparkException, OSError)
+    return (Py4JError, PySparkException, OSError, MemoryError)
+
+
+def internal(exc: BaseException, log: str) -> str:
+    """The message of an exception no rule is for: scopeflow's own failure (a bug), not the pipeline's or
+    Spark's. Its traceback goes to the JVM log (or, when that cannot be written, into the message)."""
+    kept = record(exc, log, "an internal error of scopeflow")
+    where = (f"   = note: its traceback is in {log}" if kept else
+             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    return "\n".join([f"error: internal error in scopeflow: {type(exc).__name__}: {exc}", where,
+                      "   = help: this is a bug of scopeflow, not of the pipeline or its data: please report it with "
+                      "the traceback" + (f" in {log}" if kept else " above")])

@@ -275,3 +275,29 @@ def test_every_rule_has_a_unique_code_and_a_meaning():
     assert len(codes) == len(set(codes)) and codes[-1] == "E0599"
     for r in failures.RULES:
         assert re.fullmatch(r"E05\d\d", r.code) and r.meaning and r.example and r.hint
+
+
+def test_a_bug_of_scopeflow_is_an_internal_error_not_a_failure_of_spark(spark, tmp_path, capsys):
+    """An exception that is not Spark's, py4j's or the file system's comes from scopeflow itself: it is told as
+    an internal error with its traceback in the JVM log, not as E0599 "any other failure of Spark"."""
+    flow = write(tmp_path / "t.flow", """
+        source xs = values (s: string) [("1")]
+        sink xs -> csv("out/n", header = true)
+    """)
+    module = compile_to_module(flow)
+
+    def broken(run):  # a generated module whose pipeline hits a bug of the runtime's
+        run.no_such_method("n001")
+
+    module.pipeline = broken
+    code, _ = execute(module, spark=spark)
+    err = capsys.readouterr().err
+    assert code == 4
+    first = err.splitlines()[0]
+    assert first == "error: internal error in scopeflow: AttributeError: 'RunContext' object has no attribute " \
+                    "'no_such_method'", err
+    assert "E05" not in err and "Spark failed" not in err and "please report it" in err
+    log = re.search(r"its traceback is in (\S+)", err).group(1)
+    text = open(log).read()
+    assert "an internal error of scopeflow" in text and "run.no_such_method" in text and "AttributeError" in text
+    assert not (tmp_path / "out").exists()
