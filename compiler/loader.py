@@ -10,6 +10,7 @@ import os
 from importlib import resources
 from typing import Optional
 
+from scopeflow.dsl.files import read_flow
 from scopeflow.stdlib.inputs import arrow_type, file_fields, matches
 from scopeflow.stdlib.python_modules import load_python_module, python_functions
 
@@ -31,8 +32,8 @@ class FileLoader:
         return bool(matches(path))
 
     def read_text(self, path: str) -> str:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        """An imported .flow file's text (`dsl.files.UnreadableFlow` when it cannot be read or is not UTF-8)."""
+        return read_flow(path)
 
     def python_functions(self, path: str, alias: str) -> dict:
         """Import a user's module (raises what its import raises); name -> signature of its functions."""
