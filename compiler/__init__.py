@@ -11,6 +11,7 @@ from scopeflow.compiler.lower import ast_to_plan
 from scopeflow.compiler.passes import run_passes
 from scopeflow.compiler.plan import Plan
 from scopeflow.dsl.diagnostics import Diagnostic, FlowError
+from scopeflow.dsl.files import read_flow
 from scopeflow.dsl.parser import flow_to_ast
 
 
@@ -43,9 +44,8 @@ def check_flow(text: str, file: str = "<input>", base_dir: Optional[str] = None,
 
 
 def check_file(path: str) -> Compiled:
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    return check_flow(text, path, os.path.dirname(os.path.abspath(path)))
+    """`check_flow` of the file at `path` (UnreadableFlow when it cannot be read or is not UTF-8)."""
+    return check_flow(read_flow(path), path, os.path.dirname(os.path.abspath(path)))
 
 
 def compile_flow(text: str, file: str = "<input>", base_dir: Optional[str] = None) -> Plan:

@@ -92,12 +92,16 @@ class Codegen:
                 "# determines its output. A snapshot is checked against these and the inputs (SOURCES)."]
         out += ["OPERATORS = {"] + [f"    {_py(nid)}: {self.operator_record(n)}," for nid, n in p.nodes.items()]
         out += ["}"]
-        sources = {n.id: n.path for n in p.nodes.values()
-                   if isinstance(n, ops.Source) and n.format != "table" and n.path is not None}
-        out.append("SOURCES = {" + ", ".join(f"{_py(k)}: {self.constant(v)}" for k, v in sources.items()) + "}")
+        sources = [n for n in p.nodes.values() if isinstance(n, ops.Source) and n.format != "table" and n.path is not None]
+        out += ["# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`)."]
+        out += ["SOURCES = {"] + [f"    {_py(n.id)}: {self.source_record(n)}," for n in sources] + ["}"]
         out += ["# Every sink: what a run checks before Spark starts (where it writes, what it may replace)."]
         out += ["SINKS = ["] + [f"    {self.sink_record(s)}," for s in p.sinks] + ["]"]
         return out
+
+    def source_record(self, n: ops.Source) -> str:
+        options = "{" + ", ".join(f"{_py(k)}: {self.constant(v)}" for k, v in n.options) + "}"
+        return f"sf.Source({_py(n.format)}, {self.constant(n.path)}, {_py(n.schema.ddl())}, {options})"
 
     def sink_record(self, sink) -> str:
         path = self.constant(sink.path) if sink.path is not None else "None"

@@ -13,6 +13,7 @@ from attrs import define, field
 from scopeflow.compiler.plan import PythonModule
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import FlowError, did_you_mean
+from scopeflow.dsl.files import UnreadableFlow
 from scopeflow.stdlib.types import SCALARS, is_valid_type, widen
 
 
@@ -101,6 +102,10 @@ def _import(decl, stmt: A.ImportDecl, base_dir: str, loader, error) -> None:
     except FlowError as err:
         for d in err.diagnostics:
             error(d.code, d.message, d.span, d.label, d.hints)
+        return
+    except UnreadableFlow as err:
+        error("E0105", f"cannot import `{stmt.path}`: {err.reason}", stmt.span, "cannot be read",
+              [f"{path}: {err.hint}"])
         return
     lib_defs: dict[str, A.DefDecl] = {}
     for s in lib.stmts:

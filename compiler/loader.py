@@ -10,7 +10,8 @@ import os
 from importlib import resources
 from typing import Optional
 
-from scopeflow.stdlib.inputs import arrow_type, file_fields
+from scopeflow.dsl.files import read_flow
+from scopeflow.stdlib.inputs import arrow_type, file_fields, matches
 from scopeflow.stdlib.python_modules import load_python_module, python_functions
 
 
@@ -27,11 +28,12 @@ class FileLoader:
         return os.path.isfile(path)
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path)
+        """Whether an input path names anything: a file or folder, or what a glob matches (as Spark reads it)."""
+        return bool(matches(path))
 
     def read_text(self, path: str) -> str:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        """An imported .flow file's text (`dsl.files.UnreadableFlow` when it cannot be read or is not UTF-8)."""
+        return read_flow(path)
 
     def python_functions(self, path: str, alias: str) -> dict:
         """Import a user's module (raises what its import raises); name -> signature of its functions."""

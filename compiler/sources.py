@@ -12,8 +12,8 @@ from scopeflow.compiler.scopes import Scope, Symbol
 from scopeflow.compiler.types import Schema
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
-from scopeflow.stdlib.inputs import check_fields
-from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
+from scopeflow.stdlib.inputs import FIELD_CHECKED, ON_ERROR_FORMATS, ON_ERROR_MODES, check_fields
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
@@ -35,16 +35,14 @@ SINK_OPTION_CONFLICTS = (
     (("single_file", True), ("partition_by", ANY),
      "`partition_by` writes a folder per value, each with its own files"),
 )
-ON_ERROR = ("fail", "skip", "null")  # what a malformed record does: Spark's FAILFAST, DROPMALFORMED, PERMISSIVE
 # The source options scopeflow reads itself, by format: option -> the values it takes. Any other option of a
-# batch source goes to Spark's reader as it is.
-SOURCE_OPTIONS = {"csv": {"on_error": ON_ERROR}, "json": {"on_error": ON_ERROR}}
+# batch source goes to Spark's reader as it is. Option names are matched ignoring case, as Spark does.
+SOURCE_OPTIONS = {fmt: {"on_error": tuple(ON_ERROR_MODES)} for fmt in ON_ERROR_FORMATS}
 # Spark reader options scopeflow sets itself (by lower-case name), and what to write instead.
 OWNED_OPTIONS = {
     "mode": 'say what a malformed record does with `on_error = "fail"` (the default), `"skip"` or `"null"`',
     "enforceschema": "a CSV header is matched to the schema by name (and checked) by scopeflow itself",
 }
-FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (check_fields)
 
 
 def lower_source(lw: Lowering, stmt: A.SourceDecl, scope: Scope, in_def: bool) -> None:
@@ -111,15 +109,16 @@ def _check_options(lw: Lowering, src: A.ReadSource) -> None:
     for a in src.args:
         if a.name is None:
             continue
-        if a.name.lower() in OWNED_OPTIONS:
+        name = a.name.lower()
+        if name in OWNED_OPTIONS:
             lw.fail("E0114", f"`read {src.format}` option `{a.name}` is set by scopeflow", a.span, "set by scopeflow",
-                    [OWNED_OPTIONS[a.name.lower()]])
-        if a.name == "on_error" and a.name not in own:
-            lw.fail("E0114", f"`read {src.format}` has no option `on_error`", a.span, "unknown option",
+                    [OWNED_OPTIONS[name]])
+        if name == "on_error" and name not in own:
+            lw.fail("E0114", f"`read {src.format}` has no option `{a.name}`", a.span, "unknown option",
                     ["only csv and json sources read records that can be malformed"])
-        if a.name not in own:
+        if name not in own:
             continue
-        allowed = own[a.name]
+        allowed = own[name]
         value, whose = _value(lw, a), ""
         if isinstance(value, ops.ParamRef):
             kind, value = lw.decl.params[value.name]
@@ -141,15 +140,12 @@ def _shown_value(value) -> str:
 
 def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: tuple, schema: Schema) -> None:
     """A local input there at check time: its files name the declared fields (a CSV header, a Parquet
-    footer, JSON records), as the run checks before it reads it (stdlib/inputs.py)."""
-    opts = dict(options)
-    if not isinstance(path, ops.Path) or any(isinstance(v, ops.ParamRef) for v in opts.values()):
-        return  # the run checks the input it is given, with the option values it is given
-    if "://" in path.value:
-        return
-    full = os.path.join(lw.base_dir, path.value)
-    if not lw.loader.exists(full):
-        return  # W0001
+    footer, JSON records), as the run checks before Spark starts (stdlib/inputs.py). A path or option given
+    as a param is checked with the param's default (the run checks the values it gets)."""
+    full = _local_input(lw, _path_text(lw, path))
+    if full is None or not lw.loader.exists(full):
+        return  # on another file system, or missing (W0001)
+    opts = {k: _param_default(lw, v) for k, v in options}
     try:
         found = lw.loader.file_fields(src.format, full, opts)
     except Exception:  # an unreadable file (pyarrow's and the codecs' many errors): the run says why (E0502)
@@ -157,7 +153,15 @@ def _check_fields(lw: Lowering, src: A.ReadSource, path: ops.Location, options: 
     problem = check_fields(src.format, [f.name for f in schema.fields], found,
                            shown=lambda f: os.path.relpath(f, lw.base_dir))
     if problem is not None:
-        lw.error("E0503", problem.message, src.span, "read here", [*problem.notes, problem.hint])
+        params = [f"the default of param `{v.name}`" for v in (path, *dict(options).values())
+                  if isinstance(v, ops.ParamRef)]
+        lw.error("E0503", problem.message, src.span, "read here",
+                 [*problem.notes, *([f"checked with {', '.join(params)}"] if params else []), problem.hint])
+
+
+def _param_default(lw: Lowering, value):
+    """A constant as it is, a param as its default."""
+    return lw.decl.params[value.name][1] if isinstance(value, ops.ParamRef) else value
 
 
 def _value(lw: Lowering, arg: A.Arg):
@@ -244,6 +248,13 @@ def _formats(formats: list) -> str:
     return ", ".join(f"`{f}`" for f in formats)
 
 
+def _local_input(lw: Lowering, path) -> Optional[str]:
+    """An input path on this machine, relative to the .flow file's folder; None for another file system (or
+    no path)."""
+    local = local_path(path) if isinstance(path, str) else None
+    return os.path.join(lw.base_dir, local) if local is not None else None
+
+
 def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
     """The path as written, or its param's default."""
     if isinstance(path, ops.ParamRef):
@@ -253,15 +264,15 @@ def _path_text(lw: Lowering, path: ops.Location) -> Optional[str]:
 
 def _warn_missing(lw: Lowering, path: ops.Location, span) -> None:
     p = _path_text(lw, path)
-    if isinstance(p, str) and "://" not in p and not lw.loader.exists(os.path.join(lw.base_dir, p)):
+    full = _local_input(lw, p)
+    if full is not None and not lw.loader.exists(full):
         lw.error("W0001", f"input `{p}` does not exist (yet)", span, "missing input",
-                 [f"looked for {os.path.join(lw.base_dir, p)}; the run fails if it is still missing"],
-                 severity="warning")
+                 [f"looked for {full}; the run fails if it is still missing"], severity="warning")
 
 
 def _parquet_schema(lw: Lowering, path: ops.Location, src: A.ReadSource) -> Schema:
     p = _path_text(lw, path)
-    full = os.path.join(lw.base_dir, p) if isinstance(p, str) else None
+    full = _local_input(lw, p)
     if full is None or not lw.loader.exists(full):
         lw.fail("E0116", f"parquet input `{p}` does not exist, so its schema cannot be read", src.span, "no schema",
                 [f"looked for {full}" if full else "", "declare the schema: read parquet(...) schema (...)"])

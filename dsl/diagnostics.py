@@ -69,7 +69,7 @@ def _read(file: str) -> Optional[str]:
     try:
         with open(file, encoding="utf-8") as fh:
             return fh.read()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
 
 

@@ -12,6 +12,7 @@ _EXPORTS = {
     "Param": "scopeflow.runtime.spec",
     "LoopSpec": "scopeflow.runtime.spec",
     "Emit": "scopeflow.runtime.spec",
+    "Source": "scopeflow.runtime.spec",
     "Sink": "scopeflow.runtime.spec",
     "HEAD": "scopeflow.runtime.spec",
     "FEEDBACK": "scopeflow.runtime.spec",

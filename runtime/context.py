@@ -24,15 +24,15 @@ from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
-from scopeflow.runtime.preflight import resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
 from scopeflow.runtime.session import jvm_log_path
 from scopeflow.runtime.shipping import prepare
-from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
+from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level, value_of
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
+from scopeflow.stdlib.paths import local_path, resolve
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
@@ -52,9 +52,6 @@ LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoin
              OBSERVE_ALL_ATTEMPTS: "true"}
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
-# a file source's `on_error`: what a malformed record does, as Spark's reader `mode`
-ON_ERROR_MODES = {"fail": "FAILFAST", "skip": "DROPMALFORMED", "null": "PERMISSIVE"}
-FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (stdlib.inputs.check_fields)
 # pyspark logs a failure with a query context as a line of JSON on stderr when it converts it; scopeflow
 # tells the failure itself (and keeps it in the JVM log), so these are quiet while a run acts
 PYSPARK_FAILURE_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
@@ -226,80 +223,82 @@ class RunContext:
 
     def where(self, op: str, at: tuple = ()) -> Optional[Position]:
         """Where operator `op` (or a sink at `at`) is in the .flow file."""
-        at = at or (self.operators[op].at if op in self.operators else ())
-        return Position(self.flow_file, *at) if at else None
+        return Position.of(self.flow_file, at or (self.operators[op].at if op in self.operators else ()))
 
     def describe(self, op: str) -> str:
         """An operator as the user wrote it: `source edges`, `reduce best`, `join`."""
-        o = self.operators.get(op)
-        if o is None:
-            return op
-        return f"{o.kind} `{o.name}`" if o.name else o.kind
+        return self.operators[op].described() if op in self.operators else op
 
     def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict) -> DataFrame:
-        """A source. A file source's files are checked against its schema first (a CSV header, a Parquet
-        footer, JSON records: E0503), and a CSV file with a header is read by name: with the schema put in
-        the header's order (Spark checks every file's header against it as it reads it), then the declared
-        fields selected."""
-        full = path if fmt == "table" else self.path(path)
-        if fmt != "table" and "://" not in full and not os.path.exists(full):
-            raise RuntimeFailure(f"{self.describe(op)}: input {full} does not exist", code="E0501",
-                                 at=self.where(op), label="read here",
-                                 hint="check the path; relative paths are relative to the .flow file")
-        with self.acting(failures.Action(self.describe(op), self.where(op), doing="reading")):
-            if fmt == "table":
+        """A source. Its files were checked before Spark started when they are on this machine (preflight:
+        they exist, can be read, name the declared fields); those on other file systems are checked here
+        (`_checked_header`). A CSV file with a header is read by name (`_reader`)."""
+        action = failures.Action(self.describe(op), self.where(op), doing="reading")
+        if fmt == "table":
+            with self.acting(action):
                 df = self.spark.read.table(path)
                 return df.select(*ddl_columns(schema)) if schema else df
-            opts = self._reader_options(op, fmt, options)
-            read_schema, header = schema, ()
-            if schema and fmt in FIELD_CHECKED:
-                found = self._file_fields(fmt, full, opts)
-                problem = inputs.check_fields(fmt, ddl_columns(schema), found, shown_path)
-                if problem is not None:
-                    raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0503", at=self.where(op),
-                                         label="read here", notes=problem.notes, hint=problem.hint)
-                if fmt == "csv" and opts.get("header", "").lower() == "true" and found:
-                    header = found[0].names
-                    read_schema = ", ".join(f"`{n.replace('`', '``')}` {t}"
-                                            for n, t in inputs.in_header_order(_ddl_fields(schema), header))
-                    opts["enforceSchema"] = "false"  # Spark checks each file's header against that order
+        full = self.path(path)
+        opts = inputs.reader_options(fmt, options)
+        with self.acting(action):
+            header = self._checked_header(op, fmt, full, schema, opts) if schema else ()
             fields = tuple((n, failures.flow_type(t)) for n, t in _ddl_fields(schema)) if schema else ()
             self.inputs[op] = failures.Input(self.describe(op), self.where(op), full, fmt, fields, opts, header)
-            reader = self.spark.read.options(**opts)
-            if read_schema:
-                reader = reader.schema(read_schema)
-            df = getattr(reader, fmt)(full)
-            return df.select(*ddl_columns(schema)) if schema else df
+            return self._reader(fmt, full, schema, opts, header)
 
-    def _reader_options(self, op: str, fmt: str, options: dict) -> dict:
-        """A source's options as Spark's reader takes them: `on_error` becomes Spark's `mode`."""
-        opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if k != "on_error"}
-        if fmt in ("csv", "json"):
-            on_error = str(options.get("on_error", "fail"))
-            if on_error not in ON_ERROR_MODES:
-                raise RuntimeFailure(f'{self.describe(op)}: on_error = "{on_error}": on_error is "fail", "skip" or '
-                                     f'"null"', code="E0114", at=self.where(op), label="read here",
-                                     hint='on_error = "fail" stops at a malformed record, "skip" leaves it out, '
-                                          '"null" reads what it cannot read as null')
-            opts["mode"] = ON_ERROR_MODES[on_error]
-        return opts
+    def _checked_header(self, op: str, fmt: str, full: str, schema: str, opts: dict) -> tuple:
+        """The columns of a CSV source's header, in its files' order (() for other sources and CSV files
+        without a header), its files checked against its schema (E0503) first. Files this process can read
+        were checked before Spark started (preflight), so a mismatch among them means they changed since;
+        the others (on another file system, or compressed in a way Python cannot read) are asked of Spark."""
+        if fmt not in inputs.FIELD_CHECKED:
+            return ()
+        local = local_path(full)
+        found = self._fields_here(fmt, local, opts) if local is not None else []
+        checked_before = bool(found)
+        if not found and (local is None or inputs.data_files(local)):
+            found = self._fields_from_spark(fmt, full, opts)
+        problem = inputs.check_fields(fmt, ddl_columns(schema), found, shown_path)
+        if problem is not None:
+            changed = ("the files changed since the run checked them, before Spark started",) if checked_before else ()
+            raise RuntimeFailure(f"{self.describe(op)}: {problem.message}", code="E0503", at=self.where(op),
+                                 label="read here", notes=problem.notes + changed, hint=problem.hint)
+        return found[0].names if found and inputs.has_header(fmt, opts) else ()
 
-    def _file_fields(self, fmt: str, full: str, opts: dict) -> list:
-        """What a source's files say about their fields: read without Spark for local files, asked of Spark
-        (the first file's header or footer) on other file systems. [] when they cannot say (the read
-        then fails, and says why)."""
-        local = inputs.local_path(full)
+    @staticmethod
+    def _fields_here(fmt: str, local: str, opts: dict) -> list:
+        """What a local source's files say about their fields, read without Spark; [] when they cannot say."""
         try:
-            found = inputs.file_fields(fmt, local, opts) if local is not None else []
-            if found or (local is not None and not inputs.data_files(local)):
-                return found
-            if fmt == "csv" and opts.get("header", "").lower() == "true":
+            return inputs.file_fields(fmt, local, opts)
+        except Exception:  # noqa: BLE001 - a file Python cannot read: Spark's read says what is wrong with it
+            return []
+
+    def _fields_from_spark(self, fmt: str, full: str, opts: dict) -> list:
+        """What Spark says of a source's fields: the first file's header or footer; [] when it cannot say (the
+        read then fails, and says why)."""
+        try:
+            if inputs.has_header(fmt, opts):
                 return [inputs.Fields(full, tuple(self.spark.read.options(**opts).csv(full).columns))]
             if fmt == "parquet":
                 return [inputs.Fields(full, tuple(self.spark.read.parquet(full).columns))]
-        except Exception:  # noqa: BLE001 - a file the check cannot read: Spark's read says what is wrong with it
+        except Exception:  # noqa: BLE001 - Spark's read says what is wrong with it, with the source's position
             return []
         return []
+
+    def _reader(self, fmt: str, full: str, schema: Optional[str], opts: dict, header: tuple) -> DataFrame:
+        """A file source read with its schema and options, its declared fields selected by name. A CSV file
+        with a header is read with the schema put in the header's order, and Spark checks every file's header
+        against that order as it reads it (`enforceSchema` off)."""
+        read_schema = schema
+        if header:
+            read_schema = ", ".join(f"`{n.replace('`', '``')}` {t}"
+                                    for n, t in inputs.in_header_order(_ddl_fields(schema), header))
+            opts = {**opts, "enforceschema": "false"}
+        reader = self.spark.read.options(**opts)
+        if read_schema:
+            reader = reader.schema(read_schema)
+        df = getattr(reader, fmt)(full)
+        return df.select(*ddl_columns(schema)) if schema else df
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
         return self.spark.createDataFrame(rows, schema)
@@ -410,9 +409,10 @@ class RunContext:
 
         root = opts.root(self.pipeline)
         fingerprints = {}
-        for op, path in sources.items():
-            p = self.param(path.name) if isinstance(path, Param) else path
-            fingerprints[op] = fingerprint_path(self.path(p)) if "://" not in p else {"path": p}
+        for op, source in sources.items():
+            p = value_of(source.path, self.params)
+            local = local_path(self.path(p))
+            fingerprints[op] = fingerprint_path(local) if local is not None else {"path": p}
         signatures = {op: str(record) for op, record in self.operators.items()}
         store = self.snapshots = SnapshotStore(self, root, opts.every or 10, opts.mode or "persist", opts.keep,
                                                opts.async_writes, signatures, fingerprints)

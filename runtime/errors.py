@@ -30,7 +30,7 @@ EXIT_CODES = {
     ExitCode.COMPILE: "the .flow file has errors",
     ExitCode.USAGE: "bad usage, or a run refused before it started (its inputs, its sink paths)",
     ExitCode.MAX: "a loop hit its `max` rounds (`on max fail`)",
-    ExitCode.RUNTIME: "a run-time failure: Spark, the file system or a Python function",
+    ExitCode.RUNTIME: "a run-time failure: Spark, the file system or a Python function (or a bug of scopeflow)",
     ExitCode.SNAPSHOT: "a snapshot was refused (`--resume`: changed plan or inputs)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); the snapshots taken so far stay resumable",
 }
@@ -49,6 +49,11 @@ class Position:
     line: int
     col: int = 1
     end_col: int = 0  # 0: to the end of the line
+
+    @classmethod
+    def of(cls, file: str, at: tuple) -> Optional["Position"]:
+        """The position `at` ((line, col, end col), as a generated job records it; () when unknown) in `file`."""
+        return cls(file, *at) if at else None
 
     def __str__(self) -> str:
         return f"{shown_path(self.file)}:{self.line}:{self.col}"

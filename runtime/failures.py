@@ -27,6 +27,7 @@ from attrs import field, frozen
 
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.stdlib import inputs
+from scopeflow.stdlib.paths import local_path
 from scopeflow.stdlib.types import SPARK_TYPE
 
 LOCATE_BYTES = 64 << 20  # how much of a local file is read to find the line of a bad record
@@ -64,7 +65,7 @@ class Input:
 
     def holds(self, file: str) -> bool:
         """Whether `file` (as Spark names it, often a file: URI) is one of this source's files."""
-        mine, theirs = inputs.local_path(self.path), inputs.local_path(file)
+        mine, theirs = local_path(self.path), local_path(file)
         if mine is None or theirs is None:
             return file == self.path or file.startswith(self.path.rstrip("/") + "/")
         mine, theirs = os.path.normpath(mine), os.path.normpath(theirs)
@@ -160,7 +161,7 @@ def probe(action: Optional[Action]) -> list[Cause]:
     user cannot write in."""
     if action is None or action.target is None:
         return []
-    path = inputs.local_path(action.target)
+    path = local_path(action.target)
     if path is None:
         return []
     path = os.path.abspath(path)
@@ -251,7 +252,7 @@ def _first_line(text: str) -> str:
 
 
 def _shown_file(file: Optional[str]) -> str:
-    local = inputs.local_path(file or "")
+    local = local_path(file or "")
     return shown_path(os.path.normpath(local)) if local else (file or "")
 
 
@@ -310,6 +311,8 @@ def _last_line(text: str) -> str:
 
 
 def _out_of_memory(f: Found) -> Told:
+    if f.cause.kind == "MemoryError":  # Python's, in this process
+        return Told("the driver (this Python process) ran out of memory")
     return Told(f"Spark ran out of memory ({_first_line(f.cause.message) or f.cause.kind})")
 
 
@@ -369,7 +372,7 @@ def _mismatch(f: Found) -> Told:
     if column:
         actual = f"Parquet type {_unquote(f.param('actualType'))}"
         try:  # in .flow terms, from the file's footer
-            local = inputs.local_path(file or "")
+            local = local_path(file or "")
             kind = inputs.parquet_type(local, column) if local else None
             actual = f"{kind} ({actual})" if kind else actual
         except Exception:  # noqa: BLE001 - pyarrow's errors: Spark's own type name is what there is
@@ -448,11 +451,11 @@ def _other(f: Found) -> Told:
 def _locate(file: Optional[str], source: Optional[Input], matches: Callable[[str], bool]) -> str:
     """", line N" of the first line of a local `file` (at most LOCATE_BYTES of it) that `matches`; "" if
     none is found."""
-    local = inputs.local_path(file or "")
+    local = local_path(file or "")
     if local is None or not os.path.isfile(local):
         return ""
     options = source.options if source is not None else {}
-    header = source is not None and source.format == "csv" and str(options.get("header", "")).lower() == "true"
+    header = source is not None and inputs.has_header(source.format, options)
     try:
         fh = inputs.open_text(local, options)
         if fh is None:
@@ -477,7 +480,7 @@ def _csv_value(text: str, value: str, source: Optional[Input], column: list) -> 
     which: `column` gets (name, type))."""
     if source is None:
         return False
-    sep = str(source.options.get("sep", source.options.get("delimiter", ",")))
+    sep = inputs.separator(source.options)
     try:
         values = next(csv.reader([text], delimiter=sep)) if len(sep) == 1 else text.split(sep)
     except csv.Error:
@@ -522,9 +525,11 @@ RULES = (
     Rule("E0509", "Spark ran out of memory", "a `group` whose keys hold most records, on a small driver",
          "give Spark more memory (--conf spark.driver.memory=4g; on a cluster spark.executor.memory) or more "
          "partitions (--conf spark.sql.shuffle.partitions=400)",
-         _out_of_memory, conditions=("UNABLE_TO_ACQUIRE_MEMORY",), classes=("java.lang.OutOfMemoryError",),
+         _out_of_memory, conditions=("UNABLE_TO_ACQUIRE_MEMORY",),
+         classes=("java.lang.OutOfMemoryError", "MemoryError"),
          words=("java.lang.OutOfMemoryError", "GC overhead limit exceeded", "exceeding memory limits")),
-    Rule("E0506", "permission denied: a file or folder the run must read or write", "a sink into a read-only folder",
+    Rule("E0506", "permission denied: a file or folder the run must read or write, refused once the run has started",
+         "a sink's folder made read-only while the run goes on (read-only before it starts: E0404)",
          "give this user access to the path, or use another one",
          _permission, classes=("java.nio.file.AccessDeniedException", "org.apache.hadoop.security.AccessControlException",
                                "PermissionError"),
@@ -535,7 +540,8 @@ RULES = (
          _os_failure, words=_OS_REASONS),
     Rule("E0503", "a file's fields do not fit the source's schema: a CSV header without a declared column or "
                   "in another order than the source's other files, a Parquet or JSON file without a declared "
-                  "field or with one of another type (also found by `check` when the file is there)",
+                  "field or with one of another type (found by `check` when the file is there, and before Spark "
+                  "starts for local files; a Parquet field of another type when Spark reads it)",
          "`read csv(\"e.csv\", header = true) schema (src: long, w: double)` with header `src,dst,weight`",
          "declare the fields the files have: they are matched by name, in any order, and undeclared ones are "
          "left out",
@@ -553,14 +559,16 @@ RULES = (
                   "is not JSON (see `on_error`)", "`3,\"4,1.5` (an unclosed quote); `5,6` for three columns",
          MALFORMED_HINT, _malformed, conditions=("MALFORMED_CSV_RECORD", "MALFORMED_RECORD_IN_PARSING"),
          classes=("com.fasterxml.jackson.core.JsonParseException",)),
-    Rule("E0501", "an input does not exist (found before Spark starts for local paths, else when Spark reads it)",
+    Rule("E0501", "an input does not exist, or is a glob that matches no file (found before Spark starts for "
+                  "local paths, else when Spark reads it)",
          "`read csv(\"nope/edges.csv\")`",
          "check the path; relative paths are relative to the .flow file (a `param` path can be given with "
          "--param NAME=PATH)",
          _missing, conditions=("PATH_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST"),
          classes=("java.io.FileNotFoundException",)),
-    Rule("E0502", "an input cannot be read: no read permission (found before Spark starts), or a file Spark fails "
-                  "to read (not of the source's format, corrupt)", "`read parquet(\"notes.txt\")`",
+    Rule("E0502", "an input cannot be read: no read permission for one of its files or folders (found before "
+                  "Spark starts), or a file Spark fails to read (not of the source's format, corrupt)",
+         "`read parquet(\"notes.txt\")`",
          "check that the files are readable and of the source's format",
          _unreadable, conditions=("FAILED_READ_FILE",)),
     Rule("E0508", "a Spark executor, a Python worker or Spark's JVM was lost", "an executor killed by the OS",
@@ -602,15 +610,15 @@ def explain(exc: BaseException, scene: Scene) -> RuntimeFailure:
     notes = list(told.notes)
     if action is not None and (source is not None or not told.subject or action.step is not None):
         notes.append(action.note())
-    if scene.log is not None and record(exc, scene.log, rule.code):
+    if scene.log is not None and record(exc, scene.log, f"the run failed, error[{rule.code}]"):
         notes.append(f"the full Java error is in {scene.log}")
     return RuntimeFailure(message, hint=told.hint or rule.hint, code=rule.code, at=at, label=label, notes=notes,
                           detail=told.detail)
 
 
-def record(exc: BaseException, log: str, code: str) -> bool:
-    """Append the full error (Python traceback, Java stack trace with every cause) to the JVM log, which
-    then stays when the process exits. False when it cannot be written."""
+def record(exc: BaseException, log: str, heading: str) -> bool:
+    """Append the full error (Python traceback, Java stack trace with every cause) to the JVM log under
+    `heading`; the log then stays when the process exits. False when it cannot be written."""
     from scopeflow.runtime.session import keep_jvm_log
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -625,7 +633,7 @@ def record(exc: BaseException, log: str, code: str) -> bool:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     try:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"\n==== scopeflow {stamp}: the run failed, error[{code}] ====\n{text}\n")
+            fh.write(f"\n==== scopeflow {stamp}: {heading} ====\n{text}\n")
     except OSError:
         return False
     keep_jvm_log()
@@ -633,8 +641,20 @@ def record(exc: BaseException, log: str, code: str) -> bool:
 
 
 def explained_types() -> tuple:
-    """The exceptions `explain` is for: Spark's (through py4j or pyspark), py4j's own, the file system's."""
+    """The exceptions `explain` is for: Spark's (through py4j or pyspark), py4j's own, the file system's, and
+    the driver running out of memory. Any other exception of a run is a bug of scopeflow's (`internal`)."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    return (Py4JError, PySparkException, OSError)
+    return (Py4JError, PySparkException, OSError, MemoryError)
+
+
+def internal(exc: BaseException, log: str) -> str:
+    """The message of an exception no rule is for: scopeflow's own failure (a bug), not the pipeline's or
+    Spark's. Its traceback goes to the JVM log (or, when that cannot be written, into the message)."""
+    kept = record(exc, log, "an internal error of scopeflow")
+    where = (f"   = note: its traceback is in {log}" if kept else
+             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    return "\n".join([f"error: internal error in scopeflow: {type(exc).__name__}: {exc}", where,
+                      "   = help: this is a bug of scopeflow, not of the pipeline or its data: please report it with "
+                      "the traceback" + (f" in {log}" if kept else " above")])

@@ -8,10 +8,9 @@ from __future__ import annotations
 import glob as _glob
 import os
 import shutil
-from urllib.parse import urlparse
 
 from scopeflow.runtime.deployment import is_connect, not_supported
-from scopeflow.stdlib.paths import is_local
+from scopeflow.stdlib.paths import is_local, local_path
 
 
 def files_for(spark, path: str) -> "Files":
@@ -19,18 +18,11 @@ def files_for(spark, path: str) -> "Files":
     if is_local(path):
         return LOCAL
     if spark is None or is_connect(spark):
-        local_path(path)  # raises: what this session cannot do
+        scheme = path.split("://", 1)[0]
+        raise not_supported(f"committing a sink on `{scheme}://` (atomic rename through Hadoop's FileSystem)",
+                            hint="over Spark Connect sinks commit by a local rename: use a local or file:// path on "
+                                 "a filesystem the client and the server share, or run with --master")
     return HadoopFiles(spark)
-
-
-def local_path(path: str) -> str:
-    """The local filesystem path of `path` (plain or file://); RuntimeFailure for other schemes."""
-    parsed = urlparse(path)
-    if parsed.scheme in ("", "file"):
-        return parsed.path if parsed.scheme == "file" else path
-    raise not_supported(f"committing a sink on `{parsed.scheme}://` (atomic rename through Hadoop's FileSystem)",
-                        hint="over Spark Connect sinks commit by a local rename: use a local or file:// path on a "
-                             "filesystem the client and the server share, or run with --master")
 
 
 class Files:

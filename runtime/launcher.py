@@ -22,6 +22,7 @@ from scopeflow.runtime.preflight import preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.spec import sources
 from scopeflow.runtime.termination import LoopMaxError
 
 
@@ -51,7 +52,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                              base_dir=base_dir)
             run.interrupts = interrupts
             if wanted:
-                run.configure_snapshots(snapshots, module.SOURCES)
+                run.configure_snapshots(snapshots, sources(module))
             module.pipeline(run)
             run.finish()
     except (Exception, KeyboardInterrupt) as exc:
@@ -112,10 +113,14 @@ def _outcome(exc: Exception, module, run: Optional[RunContext]) -> tuple[str, Ex
         return "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
     if isinstance(exc, LoopMaxError):
         return "max", ExitCode.MAX, str(exc)
-    if not isinstance(exc, RuntimeFailure):  # outside the pipeline's actions (which tell their own failures)
-        exc = run.explain(exc) if run is not None else failures.explain(
+    if isinstance(exc, RuntimeFailure):
+        failure = exc
+    elif isinstance(exc, failures.explained_types()):  # outside the pipeline's actions (which tell their own)
+        failure = run.explain(exc) if run is not None else failures.explain(
             exc, failures.Scene(log=jvm_log_path(), flow_file=module.FLOW_FILE))
-    return ("refused" if isinstance(exc, RunRefused) else "failed"), exc.exit_code, exc.render()
+    else:  # not a failure of Spark, the file system or the pipeline's data: a bug of scopeflow's
+        return "failed", ExitCode.RUNTIME, failures.internal(exc, jvm_log_path())
+    return ("refused" if isinstance(failure, RunRefused) else "failed"), failure.exit_code, failure.render()
 
 
 def _snapshot_options(args) -> SnapshotOptions:

@@ -1,8 +1,10 @@
 """What a run checks before it starts Spark: everything that can be known without the JVM.
 
-Starting Spark takes seconds; a missing input, an unreadable one or an unsafe sink path must not
-cost them. `preflight` runs before the session is built and raises `RunRefused` (exit 2, nothing
-computed, nothing written) with the source's or sink's position in the `.flow` file.
+Starting Spark takes seconds; a missing input, an unreadable one, one whose files do not name the declared
+fields, a bad `on_error` or an unsafe sink path must not cost them. `preflight` runs before the session is
+built and raises `RunRefused` (exit 2, nothing computed, nothing written) with the source's or sink's
+position in the `.flow` file. Inputs and sinks on other file systems (hdfs://, s3a://) are checked when
+Spark reads or writes them.
 """
 from __future__ import annotations
 
@@ -10,45 +12,58 @@ import os
 from typing import Optional
 
 from scopeflow.runtime import targets
-from scopeflow.runtime.errors import Position, RunRefused
+from scopeflow.runtime.errors import Position, RunRefused, shown_path
 from scopeflow.runtime.filesystems import LOCAL
-from scopeflow.runtime.spec import Param
-from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
+from scopeflow.runtime.spec import Param, ddl_columns, sources, value_of
+from scopeflow.stdlib import inputs as files
+from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation, resolve
 
 
-def resolve(base_dir: str, path: str) -> str:
-    """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
-    if "://" in path or os.path.isabs(path):
-        return path
-    return os.path.join(base_dir, path)
-
-
-def value(params: dict, v):
-    return params[v.name] if isinstance(v, Param) else v
-
-
-def position(module, op: str) -> Optional[Position]:
-    record = module.OPERATORS.get(op)
-    return Position(module.FLOW_FILE, *record.at) if record is not None and record.at else None
+def source_at(module, op: str) -> tuple[str, Optional[Position]]:
+    """An operator of the module as messages name it (source `edges`), and where it is in the .flow file."""
+    record = module.OPERATORS[op]
+    return record.described(), Position.of(module.FLOW_FILE, record.at)
 
 
 def check_inputs(module, params: dict, base_dir: str) -> None:
-    """Every file input exists and can be read."""
-    for op, p in module.SOURCES.items():
-        path = resolve(base_dir, value(params, p))
-        if not is_local(path):
+    """Every file source: its `on_error` is one scopeflow knows (E0114); and for one on this machine, its path
+    names files (E0501: a missing path, a glob that matches nothing), this user can read them (E0502), and
+    they name the declared fields (E0503: a CSV header, a Parquet footer, JSON records)."""
+    for op, source in sources(module).items():
+        what, at = source_at(module, op)
+
+        def refuse(code: str, message: str, hint: str, notes: tuple = ()):
+            raise RunRefused(f"{what}: {message}", hint, code, at, "read here", notes)
+
+        options = files.normalized_options(source.options_in(params))
+        problem = files.on_error_problem(source.format, options)
+        if problem is not None:
+            given = source.options.get("on_error")
+            refuse("E0114", problem.message, problem.hint,
+                   (f"the value of --param {given.name}",) if isinstance(given, Param) else ())
+        path = resolve(base_dir, value_of(source.path, params))
+        local = local_path(path)
+        if local is None:
             continue  # hdfs://, s3a://...: Spark's file systems answer (at the read, with the source's position)
-        path = normalized(path)
-        record = module.OPERATORS[op]
-        what = f"source `{record.name}`" if record.name else "source"
-        if not os.path.exists(path):
-            raise RunRefused(f"{what}: input {path} does not exist", code="E0501", at=position(module, op),
-                             label="read here", hint="check the path; relative paths are relative to the .flow "
-                                                     "file (a `param` path can be given with --param NAME=PATH)")
-        if not os.access(path, os.R_OK) or (os.path.isdir(path) and not os.access(path, os.X_OK)):
-            raise RunRefused(f"{what}: input {path} cannot be read (permission denied)", code="E0502",
-                             at=position(module, op), label="read here",
-                             hint=f"give this user read access: chmod u+r {path}")
+        local = normalized(local)
+        if not files.matches(local):
+            glob = files.is_glob(local)
+            refuse("E0501", f"input {local} {'matches no file' if glob else 'does not exist'}",
+                   "check the path; relative paths are relative to the .flow file (a `param` path can be given "
+                   "with --param NAME=PATH)" + ("; Spark reads it as a glob pattern (* ? [...] {a,b})" if glob else ""))
+        denied = files.unreadable(local)
+        if denied is not None:
+            refuse("E0502", f"input {local} cannot be read: permission denied" +
+                   (f" for {denied}" if denied != local else ""),
+                   f"give this user read access: chmod {'-R ' if os.path.isdir(local) else ''}u+rX {denied}")
+        if source.schema and source.format in files.FIELD_CHECKED:
+            try:
+                found = files.file_fields(source.format, local, options)
+            except Exception:  # noqa: BLE001 - a file the check cannot read: Spark's read says what is wrong (E0502)
+                continue
+            problem = files.check_fields(source.format, ddl_columns(source.schema), found, shown_path)
+            if problem is not None:
+                refuse("E0503", problem.message, problem.hint, problem.notes)
 
 
 def check_streaming(module) -> None:
@@ -57,7 +72,7 @@ def check_streaming(module) -> None:
         if record.kind == "source" and record.detail.startswith("stream "):
             raise RunRefused(f"source `{record.name}` is a `stream` source: this version of scopeflow checks, "
                              f"explains and draws streaming pipelines but cannot run them yet", code="E0407",
-                             at=position(module, op), label="unbounded input",
+                             at=source_at(module, op)[1], label="unbounded input",
                              hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
 
 
@@ -67,8 +82,8 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
     it write its target (E0402 files scopeflow did not write, E0403 `error_if_exists`), and the target can be
     written (E0404). Sinks on other file systems are checked when they write."""
     base = normalized(base_dir)
-    inputs = [(op, resolve(base_dir, value(params, p))) for op, p in module.SOURCES.items()]
-    inputs = [(f"input {p} ({_what(module, op)})", normalized(p)) for op, p in inputs if is_local(p)]
+    inputs = [(op, resolve(base_dir, value_of(s.path, params))) for op, s in sources(module).items()]
+    inputs = [(f"input {p} ({source_at(module, op)[0]})", normalized(p)) for op, p in inputs if is_local(p)]
     if checkpoint is not None and is_local(checkpoint):
         inputs.append((f"the checkpoint folder {normalized(checkpoint)} (--checkpoint DIR, default "
                        f".scopeflow/{module.PIPELINE})", normalized(checkpoint)))
@@ -76,12 +91,12 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
     for sink in getattr(module, "SINKS", ()):  # (a script generated before sinks were listed has none)
         if sink.format not in targets.FILE_FORMATS or sink.path is None:
             continue
-        raw = value(params, sink.path)
+        raw = value_of(sink.path, params)
         path = resolve(base_dir, raw)
         if not is_local(path):
             continue  # hdfs://, s3a://...: checked when the sink writes
         full = normalized(path)
-        at = Position(module.FLOW_FILE, *sink.at) if sink.at else None
+        at = Position.of(module.FLOW_FILE, sink.at)
         what = f"sink path {raw}" + (f" (--param {sink.path.name})" if isinstance(sink.path, Param) else "")
 
         def refuse(code: str, message: str, hint: str, notes: tuple = ()):
@@ -101,11 +116,6 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
         if problem is not None:
             refuse(problem.code, problem.message, problem.hint, problem.notes)
         earlier.append((f"the path of the sink on line {sink.at[0] if sink.at else '?'} ({full})", full))
-
-
-def _what(module, op: str) -> str:
-    record = module.OPERATORS.get(op)
-    return f"source `{record.name}`" if record is not None and record.name else "a source"
 
 
 def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:

@@ -27,9 +27,9 @@ from pyspark.sql import DataFrame
 
 from scopeflow.runtime import targets
 from scopeflow.runtime.errors import Position, RuntimeFailure
-from scopeflow.runtime.filesystems import Files, files_for, local_path
+from scopeflow.runtime.filesystems import Files, files_for
 from scopeflow.runtime.targets import BACKUP, MARKER, STAGING
-from scopeflow.stdlib.paths import is_local
+from scopeflow.stdlib.paths import hidden, is_local, local_path
 
 _SPARK_PART = re.compile(r"^(part-\d+)-.+?-c\d+(\..+)$")  # part-00000-<write id>-c000.snappy.parquet
 
@@ -46,7 +46,7 @@ def recover(fs: Files, target: str) -> None:
     for staging, marker in pending:
         listed = targets.listed(fs, fs.join(staging, marker))
         for f in sorted(listed):
-            if not targets.hidden(f) and not fs.exists(fs.join(staging, f)) and fs.exists(fs.join(target, f)):
+            if not hidden(f) and not fs.exists(fs.join(staging, f)) and fs.exists(fs.join(target, f)):
                 fs.delete(fs.join(target, f))  # moved in before the crash
     for stale in fs.glob(f"{target}{STAGING}*"):  # interrupted writes
         fs.delete(stale)
@@ -103,7 +103,7 @@ def _write(fs: Files, df: DataFrame, fmt: str, staging: str, options: dict) -> N
 
 def _one_file(fs: Files, staging: str, files: list) -> list:
     """`single_file`: the one data file Spark wrote, renamed part-00000.<ext> (none for an empty stream)."""
-    data = [f for f in files if not targets.hidden(f)]
+    data = [f for f in files if not hidden(f)]
     if len(data) > 1:
         raise RuntimeFailure(f"single_file: Spark wrote {len(data)} files to {staging}, expected one",
                              hint="this is a scopeflow bug: please report it")
@@ -130,7 +130,7 @@ def _swap(fs: Files, staging: str, target: str) -> None:
 
 def _move_in(fs: Files, staging: str, target: str, files: list, marker: str) -> None:
     """Move the data files of `staging` into `target`, then the marker (the commit), then drop `staging`."""
-    data = [f for f in files if not targets.hidden(f)]
+    data = [f for f in files if not hidden(f)]
     for i, f in enumerate(data):
         dst = fs.join(target, f)
         if "/" in f or os.sep in f:

@@ -33,6 +33,11 @@ class Param:
 Count = Union[int, Param]
 
 
+def value_of(v, params: dict):
+    """A constant as it is, a `Param` as its value in this run."""
+    return params[v.name] if isinstance(v, Param) else v
+
+
 @frozen
 class Operator:
     """One operator of the plan: its kind, stream name and scope, its arguments and schema as text, and a
@@ -49,6 +54,32 @@ class Operator:
         """The signature a snapshot is checked against (and names in its refusal)."""
         return f"{self.kind}{' ' + self.name if self.name else ''} [{self.scope}]: {self.detail} #{self.digest}"
 
+    def described(self) -> str:
+        """The operator as the user wrote it, for messages: source `edges`, reduce `best`, join."""
+        return f"{self.kind} `{self.name}`" if self.name else self.kind
+
+
+@frozen
+class Source:
+    """One file source, `read FORMAT(PATH, ...)`: its format, its path (a constant or a `Param`), its declared
+    schema (DDL, "" for none) and its options (constants or `Param`s). What a run checks before Spark starts
+    (`preflight.check_inputs`) and the inputs a snapshot is checked against."""
+
+    format: str
+    path: object
+    schema: str = ""
+    options: dict = field(factory=dict)
+
+    def options_in(self, params: dict) -> dict:
+        """The options' values in this run (`Param`s resolved)."""
+        return {k: value_of(v, params) for k, v in self.options.items()}
+
+
+def sources(module) -> dict:
+    """A generated module's file sources, operator id -> `Source` (a script generated before sources were
+    listed with their format has only their paths)."""
+    return {op: s if isinstance(s, Source) else Source("", s) for op, s in module.SOURCES.items()}
+
 
 @frozen
 class Sink:
@@ -64,8 +95,7 @@ class Sink:
 
     def option(self, name: str, params: dict, default=None):
         """An option's value in this run (a `Param` resolved)."""
-        v = self.options.get(name, default)
-        return params[v.name] if isinstance(v, Param) else v
+        return value_of(self.options.get(name, default), params)
 
 
 @frozen

@@ -40,11 +40,6 @@ def is_marker(name: str) -> bool:
     return name == MARKER or (name.startswith(MARKER + "-") and "." not in name)
 
 
-def hidden(rel: str) -> bool:
-    """Not data: a file whose name starts with `_` or `.` (Spark's `_SUCCESS`, checksums, markers)."""
-    return os.path.basename(rel).startswith(("_", "."))
-
-
 def marker_doc(pipeline: str, fmt: str, mode: Optional[str], commit: str, files: list) -> str:
     return json.dumps({"written_by": "scopeflow", "pipeline": pipeline, "format": fmt, "mode": mode or "replace",
                        "commit": commit, "files": sorted(files)}, indent=1)

@@ -30,11 +30,16 @@ def _print_diagnostics(diags) -> None:
 def _load(path: str):
     """Check a .flow file; print its diagnostics; return the Compiled result or None if unreadable."""
     from scopeflow.compiler import check_file
+    from scopeflow.dsl.files import UnreadableFlow
 
     if not os.path.isfile(path):
         print(f"error: no such file: {path}", file=sys.stderr)
         return None
-    result = check_file(path)
+    try:
+        result = check_file(path)
+    except UnreadableFlow as err:  # permission denied, not UTF-8
+        print(err.render(), file=sys.stderr)
+        return None
     _print_diagnostics(result.diagnostics)
     return result
 

@@ -1,15 +1,17 @@
-"""What a file source's files say about their fields, read without Spark, and whether that fits the
-source's declared schema.
+"""A file source's files, read without Spark: which files a path names (globs as Spark reads them), what
+they say about their fields, whether that fits the source's declared schema, and the source's options as
+Spark's reader takes them.
 
 A CSV file's header, a Parquet file's footer and the keys of a JSON file's first records name the
 fields. Spark matches none of them to a declared schema by name on its own: it reads a CSV file by
 position (a header in another order silently swaps columns) and a Parquet or JSON field the file lacks as
-null. The checker (for an input there at check time) and the runtime (before Spark reads a source) both
-call `check_fields`, so the two say the same thing; the runtime then reads a CSV file with the schema put
-in its header's order and selects the declared fields by name.
+null. The checker (for an input there at check time) and the run, before Spark starts
+(`runtime/preflight.py`), both call `check_fields`, so the two say the same thing; the runtime then reads a
+CSV file with the schema put in its header's order and selects the declared fields by name.
 
-Only local files are read here (plain paths and file://); the runtime asks Spark about other file
-systems. A file is never read in full: a header line, a footer, the first records.
+Only local files are read here (plain paths and file:); the runtime asks Spark about other file systems
+when it reads them. A file is never read in full: a header line, a footer, the first records. The functions
+that take a source's options take its `normalized_options` (`file_fields` normalises them itself).
 """
 from __future__ import annotations
 
@@ -24,10 +26,16 @@ from typing import Callable, Optional
 
 from attrs import frozen
 
+from scopeflow.stdlib.paths import hidden, local_path
+
 JSON_SAMPLE_RECORDS = 1000  # records of a JSON file whose keys are looked at
 JSON_SAMPLE_FILES = 20  # JSON files of a folder looked at
 JSON_SAMPLE_BYTES = 1 << 20  # at most this much of each
 OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+FIELD_CHECKED = ("csv", "json", "parquet")  # formats whose files name their fields (`check_fields`)
+# a source's `on_error`: what a malformed record does, as Spark's reader `mode`; the formats that take it
+ON_ERROR_MODES = {"fail": "FAILFAST", "skip": "DROPMALFORMED", "null": "PERMISSIVE"}
+ON_ERROR_FORMATS = ("csv", "json")
 UNREADABLE_HERE = (".snappy", ".lz4", ".zst", ".deflate", ".xz", ".br")  # compressed in a way Python cannot open
 
 
@@ -48,26 +56,120 @@ class Mismatch:
     hint: str = ""
 
 
-def local_path(path: str) -> Optional[str]:
-    """The local path of `path` (plain or file://), or None on another file system."""
-    if path.startswith("file://"):
-        return path[len("file://"):] or "/"
-    if path.startswith("file:"):
-        return path[len("file:"):]
-    return None if "://" in path else path
+def normalized_options(options: dict) -> dict:
+    """A source's options as Spark's reader takes them: names in lower case (Spark ignores their case, so
+    `Header = true` is `header = true`), values as text (`true`, not True). scopeflow reads a source's
+    options only through this, so it reads them as Spark does."""
+    return {str(k).lower(): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
 
 
-def hidden(name: str) -> bool:
-    """Files Spark skips in a folder: `_SUCCESS`, `.part-0.crc`, ..."""
-    return name.startswith(("_", "."))
+def _option(options: dict, *names: str, default=None):
+    """The value of the first of `names` (lower case) a source has, in its `normalized_options`."""
+    return next((options[n] for n in names if n in options), default)
+
+
+def on_error_problem(fmt: str, options: dict) -> Optional[Mismatch]:
+    """Why a source's `on_error` (in its `normalized_options`) is not one scopeflow knows, or None."""
+    value = options.get("on_error")
+    if fmt not in ON_ERROR_FORMATS or value is None or value in ON_ERROR_MODES:
+        return None
+    return Mismatch(f'on_error = "{value}": on_error is "fail", "skip" or "null"', (),
+                    'on_error = "fail" stops at a malformed record, "skip" leaves it out, "null" reads what it '
+                    'cannot read as null')
+
+
+def reader_options(fmt: str, options: dict) -> dict:
+    """The options Spark's reader gets for a source: its `normalized_options`, with `on_error` (checked by
+    `on_error_problem` before) as Spark's `mode`."""
+    opts = normalized_options(options)
+    on_error = opts.pop("on_error", "fail")
+    if fmt in ON_ERROR_FORMATS:
+        opts["mode"] = ON_ERROR_MODES[on_error]
+    return opts
+
+
+def has_header(fmt: str, options: dict) -> bool:
+    """A CSV source whose files start with a header line (`header = true`, in its `normalized_options`)."""
+    return fmt == "csv" and options.get("header", "false").lower() == "true"
+
+
+def is_glob(path: str) -> bool:
+    """Whether Spark reads `path` as a glob pattern (Hadoop's: `* ? [...] [^...] {a,b} \\c`)."""
+    return any(c in path for c in "{}[]*?\\")
+
+
+def matches(path: str) -> list[str]:
+    """What a local input path names, as Spark finds it: the path itself if it exists, or the files and
+    folders a glob matches, in name order; [] for nothing."""
+    if not is_glob(path):
+        return [path] if os.path.exists(path) else []
+    found: set = set()
+    for pattern in _braces_expanded(path):
+        found.update(glob.glob(_python_glob(pattern)))
+    return sorted(found)
+
+
+def _braces_expanded(pattern: str) -> list[str]:
+    """The patterns of Hadoop's `{a,b}` alternatives (nested ones too), each without braces."""
+    depth, start, i = 0, -1, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+            start = i if depth == 1 else start
+        elif c == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                head, body, tail = pattern[:start], pattern[start + 1:i], pattern[i + 1:]
+                return [p for alt in _alternatives(body) for p in _braces_expanded(head + alt + tail)]
+        i += 1
+    return [pattern]
+
+
+def _alternatives(body: str) -> list[str]:
+    """`a,b{c,d}` -> `a`, `b{c,d}`: split at the commas outside nested braces."""
+    out, depth, cur, i = [], 0, "", 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            cur += body[i:i + 2]
+            i += 2
+            continue
+        depth += c == "{"
+        depth -= c == "}"
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    return out + [cur]
+
+
+def _python_glob(pattern: str) -> str:
+    """A Hadoop glob without braces as Python's `glob` reads it: `[^a]` is `[!a]`, `\\c` the character c."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            out += glob.escape(pattern[i + 1])
+            i += 2
+        elif pattern.startswith("[^", i):
+            out += "[!"
+            i += 2
+        else:
+            out += pattern[i]
+            i += 1
+    return out
 
 
 def data_files(path: str) -> list[str]:
     """The files Spark reads for a local `path`: the file, or the files under a folder (partition folders
-    included, hidden names skipped), or the matches of a glob; in name order."""
-    roots = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    included, hidden names skipped), or those of what a glob matches; in name order."""
     out = []
-    for root in roots:
+    for root in matches(path):
         if os.path.isfile(root):
             out.append(root)
             continue
@@ -77,12 +179,21 @@ def data_files(path: str) -> list[str]:
     return out
 
 
-def _option(options: dict, *names, default=None):
-    for n in names:
-        for k, v in options.items():
-            if k.lower() == n.lower():
-                return v
-    return default
+def unreadable(path: str) -> Optional[str]:
+    """The first file or folder Spark would read for a local `path` that this user cannot read (a folder:
+    list and enter), or None."""
+    for root in matches(path):
+        todo = [root]
+        while todo:
+            p = todo.pop()
+            if not os.path.isdir(p):
+                if not os.access(p, os.R_OK):
+                    return p
+                continue
+            if not os.access(p, os.R_OK | os.X_OK):
+                return p
+            todo += [os.path.join(p, n) for n in sorted(os.listdir(p), reverse=True) if not hidden(n)]
+    return None
 
 
 def open_text(file: str, options: dict):
@@ -98,6 +209,12 @@ def open_text(file: str, options: dict):
     return open(file, encoding=encoding, errors="replace", newline="")
 
 
+def separator(options: dict) -> str:
+    """A CSV source's column separator (`sep` or `delimiter`; `\\t` is a tab)."""
+    sep = str(_option(options, "sep", "delimiter", default=","))
+    return "\t" if sep == "\\t" else sep
+
+
 def csv_header(file: str, options: dict) -> Optional[tuple]:
     """The column names in the header line of a CSV file (Spark's `sep`, `quote`, `escape`, `comment` and
     `encoding` options), skipping the empty and comment lines before it as Spark does. None: no header line
@@ -105,8 +222,7 @@ def csv_header(file: str, options: dict) -> Optional[tuple]:
     fh = open_text(file, options)
     if fh is None:
         return None
-    sep = str(_option(options, "sep", "delimiter", default=","))
-    sep = "\t" if sep == "\\t" else sep
+    sep = separator(options)
     quote = str(_option(options, "quote", default='"'))
     escape = str(_option(options, "escape", default="\\"))
     comment = _option(options, "comment")
@@ -125,9 +241,9 @@ def csv_header(file: str, options: dict) -> Optional[tuple]:
 
 def _trimmed(name: str, options: dict) -> str:
     """A header name as Spark reads it: trimmed only when the source asks for it."""
-    if str(_option(options, "ignoreLeadingWhiteSpace", default="false")).lower() == "true":
+    if str(_option(options, "ignoreleadingwhitespace", default="false")).lower() == "true":
         name = name.lstrip()
-    if str(_option(options, "ignoreTrailingWhiteSpace", default="false")).lower() == "true":
+    if str(_option(options, "ignoretrailingwhitespace", default="false")).lower() == "true":
         name = name.rstrip()
     return name
 
@@ -174,7 +290,7 @@ def json_keys(file: str, options: dict) -> Optional[tuple]:
         return None
     keys: dict = {}
     with fh:
-        if str(_option(options, "multiLine", default="false")).lower() == "true":
+        if str(_option(options, "multiline", default="false")).lower() == "true":
             text = fh.read(JSON_SAMPLE_BYTES + 1)
             if len(text) > JSON_SAMPLE_BYTES:
                 return None
@@ -206,7 +322,8 @@ def file_fields(fmt: str, path: str, options: dict) -> list[Fields]:
     local = local_path(path)
     if local is None:
         return []
-    if fmt == "csv" and str(_option(options, "header", default=False)).lower() == "true":
+    options = normalized_options(options)
+    if has_header(fmt, options):
         read = lambda f: csv_header(f, options)  # noqa: E731
         files = data_files(local)
     elif fmt == "parquet":

@@ -79,6 +79,24 @@ def read_output(path: str, types=None) -> list[tuple]:
     return rows
 
 
+def without_java() -> dict:
+    """An environment in which Spark cannot start: a run that answers in it never started Spark (had it tried,
+    it would have failed with exit 4: Java was not found)."""
+    return dict(os.environ, JAVA_HOME="/nonexistent", PATH="/nonexistent")
+
+
+def without_permission_override() -> list:
+    """A command prefix under which root is refused reading or writing what its permission bits refuse (as any
+    user is), or skip: root reads and writes anything unless it runs without CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH."""
+    if os.geteuid() != 0:
+        return []
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("running as root, and capsh is missing to drop CAP_DAC_OVERRIDE: root can read and write anything")
+    return [capsh, "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", 'exec "$0" "$@"']
+
+
 @pytest.fixture
 def run_cli():
     """Run the `scopeflow` CLI as a real subprocess."""

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 import reference
-from conftest import EXAMPLES, read_output
+from conftest import EXAMPLES, read_output, without_java, without_permission_override
 
 DATA = os.path.join(EXAMPLES, "data")
 
@@ -80,6 +80,36 @@ def test_check_takes_several_files_and_folders(run_cli, tmp_path):
     checked = sorted(line.split(":")[0] for line in folder.stdout.splitlines())
     assert checked == sorted(os.path.join(EXAMPLES, f) for f in os.listdir(EXAMPLES) if f.endswith(".flow"))
     assert run_cli("check", str(tmp_path / "empty_dir_that_is_missing")).returncode == 2
+
+
+def test_a_flow_file_that_is_not_utf8_or_cannot_be_read_is_a_usage_error(run_cli, tmp_path):
+    """Named with the reason, exit 2, no traceback: a Latin-1 file (the byte's offset, line and column, with a
+    caret), one this user may not read; an imported Latin-1 file is E0105 on the import."""
+    latin = tmp_path / "latin.flow"
+    latin.write_bytes('source e = values (café: long) [(1)]\nsink e -> console()\n'.encode("latin-1"))
+    for command in ("check", "compile", "run"):
+        out = run_cli(command, str(latin))
+        assert out.returncode == 2, (command, out.stderr)
+        assert out.stderr.startswith(f"error: cannot read {latin}: it is not UTF-8 text: byte 0xe9 at offset 22 "
+                                     "(line 1, column 23)"), out.stderr
+        assert f"--> {latin}:1:23" in out.stderr and "= help: save the file as UTF-8" in out.stderr
+        assert "Traceback" not in out.stderr
+    locked = tmp_path / "locked.flow"
+    locked.write_text("source e = values (a: long) [(1)]\nsink e -> console()\n")
+    locked.chmod(0)
+    try:
+        out = subprocess.run([*without_permission_override(), sys.executable, "-m", "scopeflow.cli", "check",
+                              str(locked)], capture_output=True, text=True, timeout=300)
+    finally:
+        locked.chmod(0o644)
+    assert out.returncode == 2 and out.stderr.startswith(f"error: cannot read {locked}: permission denied"), out.stderr
+    assert "Traceback" not in out.stderr
+    main = tmp_path / "main.flow"
+    main.write_text('from "latin.flow" import f\nsource e = values (a: long) [(1)]\nsink e -> console()\n')
+    out = run_cli("check", str(main))
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith("error[E0105]: cannot import `latin.flow`: it is not UTF-8 text: byte 0xe9"), out.stderr
+    assert f"{main}:1:1" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_compile_creates_missing_folders_and_writes_one_script_per_file(run_cli, tmp_path):
@@ -230,11 +260,6 @@ def test_ctrl_c_says_one_line_exits_130_and_the_run_resumes_exactly(run_cli, tmp
     edges = [(i, i + 1) for i in order]
     assert Counter(read_output(str(tmp_path / "out" / "components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
-
-
-def without_java() -> dict:
-    """An environment in which Spark cannot start: a run that answers in it never started Spark."""
-    return dict(os.environ, JAVA_HOME="/nonexistent", PATH="/nonexistent")
 
 
 def test_a_missing_input_is_refused_before_spark_starts(run_cli, tmp_path):

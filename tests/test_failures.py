@@ -2,9 +2,9 @@
 and `.flow` line, the file and the record or value, the path and the OS reason, a code (E05xx) and a
 hint, with the full Java error kept in the JVM log. And `on_error` says what a malformed record does.
 
-Real files, real Spark, real CLI runs; a read-only folder is made read-only for root too by running the
-CLI without the capability that lets root write anywhere, and a full disk is a real 256 KiB tmpfs mounted
-in a private mount namespace. Where neither can be had, those tests skip and say why. OOM and a lost
+Real files, real Spark, real CLI runs; a folder made read-only while the run goes on is read-only for root
+too by running without the capability that lets root write anywhere, and a full disk is a real 256 KiB tmpfs
+mounted in a private mount namespace. Where neither can be had, those tests skip and say why. OOM and a lost
 executor cannot be caused cheaply: their mapping is tested with real Java exceptions thrown in the JVM.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from conftest import read_output
+from conftest import read_output, without_permission_override
 from scopeflow.api import compile_to_module, run_file
 from scopeflow.runtime import failures
 from scopeflow.runtime.errors import RuntimeFailure
@@ -133,17 +133,6 @@ def test_on_error_skip_and_null_behave_like_sparks_modes(spark, tmp_path, on_err
     assert [tuple("" if v is None else str(v) for v in r) for r in sorted(plain)] == want
 
 
-def test_on_error_param_with_a_bad_value(spark, tmp_path):
-    write(tmp_path / "data/edges.csv", ON_ERROR)
-    flow = write(tmp_path / "t.flow", """
-        param bad: string = "fail"
-        source edges = read csv("data/edges.csv", header = true, on_error = bad) schema (src: long, dst: long, w: double)
-        sink edges -> csv("out/e", header = true)
-    """)
-    with pytest.raises(RuntimeFailure, match='on_error.*"ignore".*"fail", "skip" or "null"'):
-        run_file(flow, params={"bad": "ignore"}, spark=spark)
-
-
 def test_a_failure_in_a_loop_round_names_the_source_and_the_loop(spark, tmp_path):
     write(tmp_path / "edges.csv", "src,dst\n1,2\n2,x\n")
     flow = write(tmp_path / "t.flow", """
@@ -166,30 +155,39 @@ def test_a_failure_in_a_loop_round_names_the_source_and_the_loop(spark, tmp_path
     assert "loop `reach`" in text and "round 0" in text and f"{flow}:{line_of(flow, 'loop reach')}" in text
 
 
-def drop_write_permission_override() -> list:
-    """A command prefix under which root is refused writing a folder without write permission (as any
-    user is), or skip: root writes anywhere unless it runs without CAP_DAC_OVERRIDE."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("capsh") is None:
-        pytest.skip("running as root, and capsh is missing to drop CAP_DAC_OVERRIDE: root can write anywhere")
-    return ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", 'exec "$0" "$@"']
+# a run whose sink folder becomes read-only once the run has started, as another process may make it: preflight
+# found it writable (a folder read-only before the run is refused then, E0404: tests/test_sinks.py)
+TURNS_READ_ONLY = """
+import os, sys
+from scopeflow.api import compile_to_module
+from scopeflow.runtime.launcher import execute
+
+flow, folder = sys.argv[1:]
+module = compile_to_module(flow)
+pipeline = module.pipeline
 
 
-def test_read_only_output_folder_is_permission_denied_with_the_path(tmp_path):
+def pipeline_while_the_folder_turns_read_only(run):
+    os.chmod(folder, 0o555)  # after the checks before Spark, before the sink writes
+    pipeline(run)
+
+
+module.pipeline = pipeline_while_the_folder_turns_read_only
+sys.exit(execute(module)[0])
+"""
+
+
+def test_a_sink_folder_made_read_only_during_the_run_is_permission_denied_with_the_path(tmp_path):
     write(tmp_path / "data/edges.csv", "src,dst,w\n1,2,0.5\n3,4,1.5\n")
     flow = write(tmp_path / "t.flow", FLOW.replace('"out/heavy"', '"locked/heavy"'))
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o555)
+    script = write(tmp_path / "turns_read_only.py", TURNS_READ_ONLY)
+    temp = tmp_path / "temp"
+    temp.mkdir()
     try:
-        prefix = drop_write_permission_override()
-        probe = subprocess.run([*prefix, sys.executable, "-c", f"open({str(locked / 'probe')!r}, 'w')"],
-                               capture_output=True, text=True)
-        if probe.returncode == 0:
-            pytest.skip("this user can write into a folder with mode 0555")
-        assert "PermissionError" in probe.stderr
-        proc = cli("run", flow, "--quiet", tmp_path=tmp_path, prefix=prefix)
+        proc = subprocess.run([*without_permission_override(), sys.executable, script, flow, str(locked)],
+                              capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(temp)), timeout=600)
     finally:
         locked.chmod(0o755)
     err = proc.stderr
@@ -200,6 +198,7 @@ def test_read_only_output_folder_is_permission_denied_with_the_path(tmp_path):
     assert f"{flow}:{line_of(flow, 'sink edges')}:1" in err
     assert "chmod" in err  # the hint
     assert_user_terms(err)
+    assert os.listdir(locked) == []
 
 
 def test_full_disk_says_no_space_left_with_the_path(tmp_path):
@@ -286,3 +285,29 @@ def test_every_rule_has_a_unique_code_and_a_meaning():
     assert len(codes) == len(set(codes)) and codes[-1] == "E0599"
     for r in failures.RULES:
         assert re.fullmatch(r"E05\d\d", r.code) and r.meaning and r.example and r.hint
+
+
+def test_a_bug_of_scopeflow_is_an_internal_error_not_a_failure_of_spark(spark, tmp_path, capsys):
+    """An exception that is not Spark's, py4j's or the file system's comes from scopeflow itself: it is told as
+    an internal error with its traceback in the JVM log, not as E0599 "any other failure of Spark"."""
+    flow = write(tmp_path / "t.flow", """
+        source xs = values (s: string) [("1")]
+        sink xs -> csv("out/n", header = true)
+    """)
+    module = compile_to_module(flow)
+
+    def broken(run):  # a generated module whose pipeline hits a bug of the runtime's
+        run.no_such_method("n001")
+
+    module.pipeline = broken
+    code, _ = execute(module, spark=spark)
+    err = capsys.readouterr().err
+    assert code == 4
+    first = err.splitlines()[0]
+    assert first == "error: internal error in scopeflow: AttributeError: 'RunContext' object has no attribute " \
+                    "'no_such_method'", err
+    assert "E05" not in err and "Spark failed" not in err and "please report it" in err
+    log = re.search(r"its traceback is in (\S+)", err).group(1)
+    text = open(log).read()
+    assert "an internal error of scopeflow" in text and "run.no_such_method" in text and "AttributeError" in text
+    assert not (tmp_path / "out").exists()

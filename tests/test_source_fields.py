@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import reference
-from conftest import read_output, write_csv
+from conftest import read_output, without_java, write_csv
 from scopeflow.api import run_file
 from scopeflow.compiler import check_file
-from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.errors import RunRefused, RuntimeFailure
 
 pytestmark = pytest.mark.spark
 
@@ -89,7 +89,7 @@ def test_part_files_whose_headers_differ_are_refused(spark, tmp_path):
     write_csv(tmp_path / "parts/part-00000.csv", ["src", "dst", "w"], [EDGES[0]])
     write_csv(tmp_path / "parts/part-00001.csv", ["dst", "src", "w"], [(2, 3, 1.5)])
     flow = write(tmp_path / "reach.flow", REACH)
-    with pytest.raises(RuntimeFailure) as info:
+    with pytest.raises(RunRefused) as info:  # before Spark starts
         run_file(flow, params={"edges_path": "parts"}, spark=spark)
     failure = info.value
     assert failure.code == "E0503"
@@ -119,13 +119,14 @@ def test_csv_header_without_a_declared_field_at_check_time(tmp_path, run_cli):
 
 
 def test_csv_header_without_a_declared_field_at_run_time(tmp_path, run_cli):
-    """A path given at run time: the run fails before it reads anything, naming the file and fields."""
+    """A path given at run time: the run is refused before Spark starts (exit 2, no JVM), naming the file and
+    fields."""
     write_csv(tmp_path / "in/edges.csv", ["source", "dst", "weight"], [(1, 2, 0.5)])
     flow = write(tmp_path / "t.flow", MISSING)
     write_csv(tmp_path / "edges.csv", ["src", "dst", "w"], [(1, 2, 0.5)])  # the default: checks
     assert not check_file(flow).errors
-    proc = run_cli("run", flow, "--quiet", "--param", f"edges_path={tmp_path / 'in/edges.csv'}")
-    assert proc.returncode == 4, proc.stderr
+    proc = run_cli("run", flow, "--quiet", "--param", f"edges_path={tmp_path / 'in/edges.csv'}", env=without_java())
+    assert proc.returncode == 2, proc.stderr  # (had Spark been started, this would be exit 4: no Java)
     err = proc.stderr
     assert "error[E0503]" in err and "source `edges`" in err and f"{flow}:3:" in err
     assert "in/edges.csv" in err and "`src`" in err and "`w`" in err
@@ -136,16 +137,22 @@ def test_csv_header_without_a_declared_field_at_run_time(tmp_path, run_cli):
 
 def test_parquet_fields_differ_from_the_schema(spark, tmp_path, run_cli):
     pq.write_table(pa.table({"a": [1, 2], "c": ["x", "y"]}), tmp_path / "t.parquet")
+    pq.write_table(pa.table({"a": [1, 2], "b": [3, 4]}), tmp_path / "good.parquet")
     flow = write(tmp_path / "t.flow", """
-        param input: string = "t.parquet"
+        param input: string = "good.parquet"
         source t = read parquet(input) schema (a: long, b: long)
         sink t -> csv("out/t", header = true)
     """)
-    with pytest.raises(RuntimeFailure) as info:
-        run_file(flow, spark=spark)
+    with pytest.raises(RunRefused) as info:  # before Spark starts
+        run_file(flow, params={"input": "t.parquet"}, spark=spark)
     assert info.value.code == "E0503"
     text = info.value.render()
     assert "t.parquet" in text and "`b`" in text and "a, c" in text
+    # a param's default path is checked at check time
+    default = write(tmp_path / "default.flow", open(flow).read().replace('"good.parquet"', '"t.parquet"'))
+    errors = check_file(default).errors
+    assert [(d.code, d.span.line) for d in errors] == [("E0503", 3)]
+    assert "checked with the default of param `input`" in errors[0].render()
     # a literal path is checked at check time
     literal = write(tmp_path / "lit.flow", 'source t = read parquet("t.parquet") schema (a: long, b: long)\n'
                                           'sink t -> console()\n')
@@ -172,12 +179,12 @@ def test_parquet_field_of_another_type_names_file_and_field(spark, tmp_path):
 def test_json_records_without_the_declared_fields(spark, tmp_path):
     (tmp_path / "e.json").write_text("".join(json.dumps({"source": s, "target": d}) + "\n" for s, d, _ in EDGES))
     flow = write(tmp_path / "t.flow", """
-        param input: string = "e.json"
+        param input: string = "later.json"
         source e = read json(input) schema (src: long, dst: long)
         sink e -> csv("out/e", header = true)
     """)
-    with pytest.raises(RuntimeFailure) as info:
-        run_file(flow, spark=spark)
+    with pytest.raises(RunRefused) as info:  # before Spark starts
+        run_file(flow, params={"input": "e.json"}, spark=spark)
     assert info.value.code == "E0503"
     text = info.value.render()
     assert "e.json" in text and "`src`" in text and "`dst`" in text and "source, target" in text
@@ -193,3 +200,48 @@ def test_json_records_that_omit_a_null_field_are_fine(spark, tmp_path):
     assert not check_file(flow).errors
     run_file(flow, spark=spark)
     assert sorted(read_output(str(tmp_path / "out/e"))) == [("1", "2", "true"), ("2", "3", "true")]
+
+
+def test_option_names_are_matched_ignoring_case_as_spark_does(spark, tmp_path):
+    """`Header = true` is `header = true` to Spark, so to scopeflow too: the header is matched by name (read by
+    position, the columns would be swapped, silently)."""
+    write_csv(tmp_path / "e.csv", ["dst", "src", "w"], [(d, s, w) for s, d, w in EDGES])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("e.csv", Header = true) schema (src: long, dst: long, w: double)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert not check_file(flow).diagnostics
+    run_file(flow, spark=spark)
+    want = by_name(tmp_path / "e.csv", {"src": int, "dst": int, "w": float})
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int, float))) == sorted(want)
+    assert sorted(want) == sorted(EDGES)
+
+
+def test_on_error_is_matched_ignoring_case_too(spark, tmp_path):
+    """`On_Error = "skip"` is scopeflow's `on_error`, not an option Spark would ignore (failing at the row)."""
+    write_csv(tmp_path / "e.csv", ["src", "dst", "w"], EDGES + [(6, 7, "x")])
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("e.csv", header = true, On_Error = "skip") schema (src: long, dst: long, w: double)
+        sink edges -> csv("out/e", header = true)
+    """)
+    assert not check_file(flow).diagnostics
+    run_file(flow, spark=spark)
+    want = [r for r in by_name(tmp_path / "e.csv", {"src": int, "dst": int, "w": str}) if r[2] != "x"]
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int, float))) == sorted((s, d, float(w)) for s, d, w in want)
+    bad = write(tmp_path / "bad.flow", open(flow).read().replace('"skip"', '"ignore"'))
+    assert [d.code for d in check_file(bad).errors] == ["E0114"]
+
+
+def test_csv_files_python_cannot_decompress_are_still_read_by_name(spark, tmp_path):
+    """Part files compressed with a codec Python cannot open (`.deflate`, as Hadoop writes it): their header is
+    asked of Spark, and they are read by name all the same."""
+    rows = [(d, s, w) for s, d, w in EDGES]  # written in the order (dst, src, w)
+    spark.createDataFrame(rows, "dst long, src long, w double").coalesce(1).write.option("header", True) \
+        .option("compression", "deflate").csv(str(tmp_path / "parts"))
+    assert [p.suffix for p in (tmp_path / "parts").glob("part-*")] == [".deflate"]
+    flow = write(tmp_path / "t.flow", """
+        source edges = read csv("parts", header = true) schema (src: long, dst: long, w: double)
+        sink edges -> csv("out/e", header = true)
+    """)
+    run_file(flow, spark=spark)
+    assert sorted(read_output(str(tmp_path / "out/e"), (int, int, float))) == sorted(EDGES)

@@ -31,7 +31,10 @@ OPERATORS = {
     'n011': sf.Operator('select', 'spread', 'cc', 'id=dst, label (id: long, label: long)', '089b210c', at=(11, 52, 90)),
     'n012': sf.Operator('loop_out', 'components', 'pipeline', 'emit state from cc (id: long, label: long)', '71543c01', at=(13, 5, 20)),
 }
-SOURCES = {'n001': sf.Param('edges_path')}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', sf.Param('edges_path'), 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n012', 'csv', 'out/components', {'header': True}, at=(15, 24, 40)),

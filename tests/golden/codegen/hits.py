@@ -35,7 +35,11 @@ OPERATORS = {
     'n015': sf.Operator('loop_out', 'scores.hubs', 'pipeline', 'emit last hubs from hits (id: long, hub: double)', '2d1b8ac2', at=(12, 5, 25)),
     'n016': sf.Operator('loop_out', 'scores.auths', 'pipeline', 'emit last auths from hits (id: long, auth: double)', '0705bffd', at=(13, 5, 26)),
 }
-SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/vertices.csv', 'id bigint', {'header': True}),
+    'n002': sf.Source('csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n015', 'csv', 'out/hubs', {'header': True}, at=(15, 25, 35)),

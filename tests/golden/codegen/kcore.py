@@ -39,7 +39,10 @@ OPERATORS = {
     'n019': sf.Operator('derive', None, 'kcore', 'k=k + 1 (src: long, dst: long, k: long)', 'bb6746f4', at=(20, 28, 45)),
     'n020': sf.Operator('loop_out', 'cores', 'pipeline', 'emit all from kcore (id: long, core: long)', '4828fc7c', at=(19, 5, 45)),
 }
-SOURCES = {'n001': sf.Param('edges_path')}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', sf.Param('edges_path'), 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n020', 'csv', 'out/cores', {'header': True}, at=(22, 19, 30)),

@@ -33,7 +33,11 @@ OPERATORS = {
     'n013': sf.Operator('group', 'moved', 'km', 'by cid: x=avg(px), y=avg(py) (cid: long, x: double, y: double)', '0aacd241', at=(13, 56, 95)),
     'n014': sf.Operator('loop_out', 'centers', 'pipeline', 'emit last from km (cid: long, x: double, y: double)', 'fe60c755', at=(15, 5, 20)),
 }
-SOURCES = {'n001': 'data/points.csv', 'n002': 'data/centroids.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}),
+    'n002': sf.Source('csv', 'data/centroids.csv', 'cid bigint, x double, y double', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n014', 'csv', 'out/centers', {'header': True}, at=(17, 21, 34)),

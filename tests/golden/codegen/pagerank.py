@@ -33,7 +33,11 @@ OPERATORS = {
     'n013': sf.Operator('select', 'next', 'pr', 'id, rank=0.15 + 0.85 * s (id: long, rank: double)', '5bac8153', at=(11, 52, 86)),
     'n014': sf.Operator('loop_out', 'ranks', 'pipeline', 'emit last from pr (id: long, rank: double)', 'fd442119', at=(13, 5, 19)),
 }
-SOURCES = {'n001': 'data/vertices.csv', 'n002': 'data/edges.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/vertices.csv', 'id bigint', {'header': True}),
+    'n002': sf.Source('csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n014', 'csv', 'out/ranks', {'header': True}, at=(15, 19, 30)),

@@ -30,7 +30,11 @@ OPERATORS = {
     'n010': sf.Operator('distinct', 'next', 'reach', '(v: long)', '5789abf0', at=(7, 74, 82)),
     'n011': sf.Operator('loop_out', 'reached', 'pipeline', 'emit all from reach (v: long)', 'e996d029', at=(9, 5, 14)),
 }
-SOURCES = {'n001': 'data/edges.csv', 'n002': 'data/seeds.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}),
+    'n002': sf.Source('csv', 'data/seeds.csv', 'v bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n011', 'csv', 'out/reached', {'header': True}, at=(11, 21, 34)),

@@ -30,7 +30,10 @@ OPERATORS = {
     'n010': sf.Operator('select', 'relax', 'sssp', 'id=dst, dist=dist + w (id: long, dist: double)', '719d84a6', at=(12, 51, 93)),
     'n011': sf.Operator('loop_out', 'dists', 'pipeline', 'emit state from sssp (id: long, dist: double)', '351da6b8', at=(14, 5, 20)),
 }
-SOURCES = {'n001': sf.Param('edges_path')}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', sf.Param('edges_path'), 'src bigint, dst bigint, w double', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n011', 'csv', 'out/distances', {'header': True}, at=(16, 19, 34)),

@@ -28,7 +28,10 @@ OPERATORS = {
     'n008': sf.Operator('select', 'extended', 'tc', 'src, dst=to (src: long, dst: long)', '638e8938', at=(8, 57, 78)),
     'n009': sf.Operator('loop_out', 'closure', 'pipeline', 'emit all from tc (src: long, dst: long)', '1319efa8', at=(10, 5, 15)),
 }
-SOURCES = {'n001': 'data/edges.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/edges.csv', 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n009', 'csv', 'out/closure', {'header': True}, at=(12, 21, 34)),

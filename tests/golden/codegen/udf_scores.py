@@ -29,7 +29,10 @@ OPERATORS = {
     'n006': sf.Operator('select', None, 'pipeline', 'id, score, grade (id: long, score: double, grade: string)', '9de0d1e8', at=(11, 13, 37)),
     'n007': sf.Operator('sort', None, 'pipeline', 'by id (id: long, score: double, grade: string)', '76e68280', at=(11, 40, 51)),
 }
-SOURCES = {'n001': 'data/points.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/points.csv', 'id bigint, x double, y double', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n007', 'csv', 'out/scores', {'header': True}, at=(11, 59, 71)),

@@ -25,7 +25,10 @@ OPERATORS = {
     'n005': sf.Operator('group', 'degrees', 'pipeline', 'by id=src: degree=count (id: long, degree: long)', '917c2981', at=(9, 18, 54)),
     'n006': sf.Operator('sort', None, 'pipeline', 'by degree desc, id (id: long, degree: long)', '08435063', at=(10, 16, 40)),
 }
-SOURCES = {'n001': 'data/graph.csv'}
+# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`).
+SOURCES = {
+    'n001': sf.Source('csv', 'data/graph.csv', 'src bigint, dst bigint', {'header': True}),
+}
 # Every sink: what a run checks before Spark starts (where it writes, what it may replace).
 SINKS = [
     sf.Sink('n006', 'csv', 'out/degrees', {'header': True}, at=(10, 48, 61)),
