@@ -4,7 +4,6 @@ snapshots and the report share. Loops run in `loop.py`, their rounds in `round.p
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import sys
@@ -19,6 +18,7 @@ from pyspark.sql import functions as F
 
 from scopeflow.runtime import failures, jobs
 from scopeflow.runtime import sinks as sink_io
+from scopeflow.runtime import targets
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
@@ -466,7 +466,7 @@ class RunContext:
             df.show(int(options.get("rows", 20)), truncate=False)
             return
         target = path if fmt == "table" else self.path(path)
-        key = f"{op}:{fmt}:{target}"
+        key = targets.sink_key(op, fmt, target)
         if self.snapshots is not None and key in self.snapshots.sinks_done:
             self.progress.trace(f"sink {target}: already committed before the restart, skipped")
             return
@@ -478,13 +478,14 @@ class RunContext:
             df = df.observe(obs, self.counters.column)
         # an append's commit id: the same when this run is resumed, so a commit made before a crash is seen
         token = self.snapshots.token if self.snapshots is not None else self.run_id
-        commit = hashlib.sha256(f"{token}:{key}".encode()).hexdigest()[:16]
+        commit = targets.commit_id(token, key)
         written = sink_io.write_atomically(self.spark, df, fmt, target, options, commit=commit,
                                            pipeline=self.pipeline, at=self.where(op, at))
         if not written:
-            self.progress.trace(f"sink {target}: appended before the restart (commit {commit}), skipped")
+            self.progress.trace(f"sink {target}: committed before the restart (commit {commit}), skipped")
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
+            sink_io.fault("sink-logged")
         records = int(obs.get.get("n") or 0) if obs is not None and written else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target, records)

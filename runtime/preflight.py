@@ -61,11 +61,17 @@ def check_streaming(module) -> None:
                              hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
 
 
-def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
+def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
+                resumed: Optional[dict] = None) -> None:
     """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder or one holding it,
     apart from every input, the other sinks and the checkpoint folder, with this run's params), its mode lets
     it write its target (E0402 files scopeflow did not write, E0403 `error_if_exists`), and the target can be
-    written (E0404). Sinks on other file systems are checked when they write."""
+    written (E0404). Sinks on other file systems are checked when they write.
+
+    `resumed`: the sink log of the run a `--resume` continues (`snapshots.read_sink_log`). A sink it lists as
+    committed is skipped by the run, and a target holding the commit the run would make (committed before the
+    kill, not yet logged) is the run's own: neither is refused for existing."""
+    token, done = (resumed.get("token", ""), set(resumed.get("sinks", ()))) if resumed else ("", set())
     base = normalized(base_dir)
     inputs = [(op, resolve(base_dir, value(params, p))) for op, p in module.SOURCES.items()]
     inputs = [(f"input {p} ({_what(module, op)})", normalized(p)) for op, p in inputs if is_local(p)]
@@ -97,7 +103,10 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                 refuse("E0401", f"{what} {rel} {name}",
                        "a sink replaces its whole target folder: give it a folder of its own, apart from the "
                        "inputs, the other sinks and the checkpoint folder")
-        problem = targets.check(LOCAL, full, sink.option("mode", params)) or targets.writable(full)
+        key = targets.sink_key(sink.op, sink.format, path)  # as the run names it
+        commit = targets.commit_id(token, key) if token else ""
+        problem = None if key in done else (targets.check(LOCAL, full, sink.option("mode", params), commit)
+                                            or targets.writable(full))
         if problem is not None:
             refuse(problem.code, problem.message, problem.hint, problem.notes)
         earlier.append((f"the path of the sink on line {sink.at[0] if sink.at else '?'} ({full})", full))
@@ -108,9 +117,10 @@ def _what(module, op: str) -> str:
     return f"source `{record.name}`" if record is not None and record.name else "a source"
 
 
-def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
+def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
+              resumed: Optional[dict] = None) -> None:
     """Refuse a run whose inputs or outputs are known to be wrong before Spark starts. `checkpoint`: the
-    snapshot folder of a run that takes snapshots."""
+    snapshot folder of a run that takes snapshots; `resumed`: the sink log of the run a `--resume` continues."""
     check_streaming(module)
     check_inputs(module, params, base_dir)
-    check_sinks(module, params, base_dir, checkpoint)
+    check_sinks(module, params, base_dir, checkpoint, resumed)

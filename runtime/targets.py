@@ -10,6 +10,7 @@ without `mode` replaces only such a target, and refuses one holding anything els
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Optional
@@ -50,6 +51,34 @@ def marker_doc(pipeline: str, fmt: str, mode: Optional[str], commit: str, files:
                        "commit": commit, "files": sorted(files)}, indent=1)
 
 
+def sink_key(op: str, fmt: str, target: str) -> str:
+    """A sink of a run, as the sink log (`sinks.json` in the checkpoint folder) names the ones committed:
+    its operator, format and target path (resolved against the base folder, not normalised)."""
+    return f"{op}:{fmt}:{target}"
+
+
+def commit_id(token: str, key: str) -> str:
+    """The commit id sink `key` writes into its marker: the same when the run is resumed (`token` is the
+    run's, kept in the sink log), so a resumed run knows a target it committed before it was killed."""
+    return hashlib.sha256(f"{token}:{key}".encode()).hexdigest()[:16]
+
+
+def committed(fs: Files, target: str, commit: str) -> bool:
+    """Commit `commit` is in `target`: its `_SCOPEFLOW` marker (a replace) or `_SCOPEFLOW-<commit>` (an
+    append) says so. Only the run that made it (or that run resumed) has this commit id."""
+    if not commit:
+        return False
+    if fs.exists(fs.join(target, f"{MARKER}-{commit}")):
+        return True
+    path = fs.join(target, MARKER)
+    if not fs.exists(path):
+        return False
+    try:
+        return json.loads(fs.read_text(path)).get("commit") == commit
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def listed(fs: Files, path: str) -> set:
     try:
         return set(json.loads(fs.read_text(path)).get("files", []))
@@ -86,11 +115,12 @@ def foreign_files(fs: Files, target: str) -> list[str]:
     return [f for f in files if not mine(f)]
 
 
-def check(fs: Files, target: str, mode: Optional[str]) -> Optional[Problem]:
+def check(fs: Files, target: str, mode: Optional[str], commit: str = "") -> Optional[Problem]:
     """Why a sink with `mode` may not write `target`, or None. A target a crash left as its backup counts
-    as the target (the next write restores it first)."""
+    as the target (the next write restores it first). A target holding commit `commit` is this run's own,
+    written before it was killed and resumed: the sink skips it (any mode)."""
     where = target if fs.exists(target) else f"{target}{BACKUP}" if fs.exists(f"{target}{BACKUP}") else None
-    if where is None or mode == "overwrite":
+    if where is None or mode == "overwrite" or (where == target and committed(fs, target, commit)):
         return None
     if mode == "error_if_exists":
         return Problem("E0403", f"sink target {target} exists and the sink says mode = \"error_if_exists\"",

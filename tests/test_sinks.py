@@ -427,6 +427,63 @@ def test_append_killed_at_the_commit_and_resumed_adds_each_run_once(spark, tmp_p
     assert not leftovers(tmp_path / "out")
 
 
+def killed_and_resumed(flow, ck, fault):
+    """Run `flow` with a checkpoint, killed by SIGKILL at fault point `fault`, then `--resume` it: the resumed
+    run's process."""
+    def run(*args, fault=None):
+        env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
+        if fault:
+            env["SCOPEFLOW_FAULT"] = fault
+        return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    proc = run(fault=fault)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return run("--resume")
+
+
+def test_sinks_committed_and_logged_before_a_kill_do_not_refuse_the_resumed_run(tmp_path):
+    """Killed once three of four sinks (one of each mode) committed and were logged in the checkpoint's
+    sinks.json: the resumed run is not refused by its own outputs (an `error_if_exists` target it wrote
+    itself), skips them, writes the last one, and appends nothing twice."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/e", header = true, mode = "error_if_exists")
+        sink a | union(b) -> csv("out/n", header = true)
+        sink b -> csv("out/p", header = true, mode = "append")
+        sink a | union(b) -> csv("out/last", header = true, mode = "error_if_exists")
+    """)
+    proc = killed_and_resumed(flow, str(tmp_path / "ck"), "sink-logged@3")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    assert output_rows(out / "e") == reference_rows(a)
+    assert output_rows(out / "n") == reference_rows(a, b)
+    assert output_rows(out / "p") == reference_rows(b)
+    assert output_rows(out / "last") == reference_rows(a, b)
+    assert not leftovers(out)
+
+
+def test_an_error_if_exists_sink_committed_but_not_logged_before_a_kill_does_not_refuse_the_resumed_run(tmp_path):
+    """Killed just after the first sink's commit, before the run logged it: its target's marker names the
+    commit of this run (the same when resumed), so the resumed run knows the target as its own."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/e", header = true, mode = "error_if_exists")
+        sink b -> csv("out/f", header = true, mode = "error_if_exists")
+    """)
+    ck = str(tmp_path / "ck")
+    proc = killed_and_resumed(flow, ck, "sink-committed")
+    assert proc.returncode == 0, proc.stderr
+    assert output_rows(tmp_path / "out" / "e") == reference_rows(a)
+    assert output_rows(tmp_path / "out" / "f") == reference_rows(b)
+    assert not leftovers(tmp_path / "out")
+
+    # a new run (not resumed) is another run: its error_if_exists targets exist, so it is refused
+    proc = subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2 and "error[E0403]" in proc.stderr, proc.stderr
+
+
 # ---- the same protocol through Hadoop's FileSystem API (hdfs://, s3a://... take this path) ------------------
 
 
