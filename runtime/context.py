@@ -24,7 +24,7 @@ from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
-from scopeflow.runtime.preflight import resolve
+from scopeflow.runtime.preflight import flow_dir, resolve
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
@@ -112,11 +112,6 @@ def _restore_while_failing(spark, saved: dict, failure: BaseException) -> None:
     except Exception as exc:  # recorded on the failure that propagates
         if hasattr(failure, "add_note"):
             failure.add_note(f"(the session's settings could not be put back: {type(exc).__name__}: {exc})")
-
-
-def flow_dir(module) -> str:
-    """The folder relative paths of the pipeline resolve against: the .flow file's."""
-    return os.path.dirname(os.path.abspath(module.FLOW_FILE))
 
 
 class RunContext:

@@ -16,8 +16,15 @@ from scopeflow.runtime.spec import Param
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
 
 
+def flow_dir(module) -> str:
+    """The .flow file's folder: relative paths of the pipeline resolve against it, unless the run is given
+    another (`--base-dir DIR`)."""
+    return os.path.dirname(os.path.abspath(module.FLOW_FILE))
+
+
 def resolve(base_dir: str, path: str) -> str:
-    """A path relative to the .flow file's folder (a URI or an absolute path stays as it is)."""
+    """A path relative to the base folder (the .flow file's, or --base-dir; a URI or an absolute path stays
+    as it is)."""
     if "://" in path or os.path.isabs(path):
         return path
     return os.path.join(base_dir, path)
@@ -42,9 +49,11 @@ def check_inputs(module, params: dict, base_dir: str) -> None:
         record = module.OPERATORS[op]
         what = f"source `{record.name}`" if record.name else "source"
         if not os.path.exists(path):
+            against = "the .flow file" if normalized(base_dir) == normalized(flow_dir(module)) else \
+                f"the base folder {base_dir} (--base-dir)"
             raise RunRefused(f"{what}: input {path} does not exist", code="E0501", at=position(module, op),
-                             label="read here", hint="check the path; relative paths are relative to the .flow "
-                                                     "file (a `param` path can be given with --param NAME=PATH)")
+                             label="read here", hint=f"check the path; relative paths are relative to {against} "
+                                                     "(a `param` path can be given with --param NAME=PATH)")
         if not os.access(path, os.R_OK) or (os.path.isdir(path) and not os.access(path, os.X_OK)):
             raise RunRefused(f"{what}: input {path} cannot be read (permission denied)", code="E0502",
                              at=position(module, op), label="read here",
@@ -63,16 +72,20 @@ def check_streaming(module) -> None:
 
 def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
                 resumed: Optional[dict] = None) -> None:
-    """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder or one holding it,
-    apart from every input, the other sinks and the checkpoint folder, with this run's params), its mode lets
-    it write its target (E0402 files scopeflow did not write, E0403 `error_if_exists`), and the target can be
-    written (E0404). Sinks on other file systems are checked when they write.
+    """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder, nor the base
+    folder `--base-dir`, nor one holding them; apart from every input, the other sinks and the checkpoint
+    folder; with this run's params), its mode lets it write its target (E0402 files scopeflow did not write,
+    E0403 `error_if_exists`), and the target can be written (E0404). Sinks on other file systems are checked
+    when they write.
 
     `resumed`: the sink log of the run a `--resume` continues (`snapshots.read_sink_log`). A sink it lists as
     committed is skipped by the run, and a target holding the commit the run would make (committed before the
     kill, not yet logged) is the run's own: neither is refused for existing."""
     token, done = (resumed.get("token", ""), set(resumed.get("sinks", ()))) if resumed else ("", set())
-    base = normalized(base_dir)
+    # a sink replaces its whole target: never the .flow file's folder, nor the base folder of relative paths
+    protected = [("the folder of the .flow file", normalized(flow_dir(module)))]
+    if normalized(base_dir) != protected[0][1]:
+        protected.append(("the base folder of relative paths", normalized(base_dir), "--base-dir"))
     inputs = [(op, resolve(base_dir, value(params, p))) for op, p in module.SOURCES.items()]
     inputs = [(f"input {p} ({_what(module, op)})", normalized(p)) for op, p in inputs if is_local(p)]
     if checkpoint is not None and is_local(checkpoint):
@@ -93,9 +106,11 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
         def refuse(code: str, message: str, hint: str, notes: tuple = ()):
             raise RunRefused(message, hint, code, at, "written here", notes)
 
-        rel = relation(full, base)
-        if rel in (SAME, CONTAINS):
-            refuse("E0401", f"{what} {rel} the folder of the .flow file ({base})",
+        clashes = [(rel, name, folder, option) for name, folder, *option in protected
+                   if (rel := relation(full, folder)) in (SAME, CONTAINS)]
+        if clashes:  # (the one it is, before one it contains)
+            rel, name, folder, option = min(clashes, key=lambda c: c[0] != SAME)
+            refuse("E0401", f"{what} {rel} {name} ({', '.join([folder, *option])})",
                    "a sink replaces its whole target folder: give it a folder of its own, e.g. out/result")
         for name, other in inputs + earlier:
             rel = relation(full, other)

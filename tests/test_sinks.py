@@ -184,6 +184,32 @@ def test_a_param_or_checkpoint_path_that_makes_a_sink_unsafe_is_refused_before_s
     assert sorted(os.listdir(tmp_path / "data")) == ["a.csv", "b.csv"]
 
 
+def test_with_base_dir_both_the_flow_folder_and_the_base_folder_are_protected_and_named(tmp_path):
+    """`--base-dir DIR`: relative paths resolve against DIR. A sink may be neither DIR nor the .flow file's
+    folder (nor contain them), and the message names the one it is."""
+    two_inputs(tmp_path)  # the inputs are in the base folder, tmp_path/data
+    project = tmp_path / "project"
+    project.mkdir()
+    flow = write_flow(project, SOURCES + """
+        param out: string = "out/x"
+        sink a -> csv(out, header = true, mode = "overwrite")
+    """)
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=.")
+    assert "error[E0401]" in proc.stderr
+    assert f"is the base folder of relative paths ({tmp_path}, --base-dir)" in proc.stderr, proc.stderr
+    error = next(line for line in proc.stderr.splitlines() if line.startswith("error[E0401]"))
+    assert ".flow file" not in error
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=project")
+    assert "error[E0401]" in proc.stderr
+    assert f"is the folder of the .flow file ({project})" in proc.stderr, proc.stderr
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=..")
+    assert "error[E0401]" in proc.stderr and f"contains the folder of the .flow file ({project})" in proc.stderr
+    assert sorted(os.listdir(project)) == ["t.flow"]
+    proc = run_refused(tmp_path, flow, "--base-dir", str(project / "sub"))  # (the inputs are not there)
+    assert "error[E0501]" in proc.stderr
+    assert f"relative to the base folder {project / 'sub'} (--base-dir)" in proc.stderr
+
+
 # ---- unsafe sink paths at check time ---------------------------------------------------------------------
 
 
