@@ -1,6 +1,7 @@
 """Sources and sinks: their formats, arguments, schemas and paths (docs/language.md#sources, #sinks)."""
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Optional
 
@@ -175,9 +176,14 @@ def _value(lw: Lowering, arg: A.Arg):
 
 def _option(lw: Lowering, arg: A.Arg, kind):
     """The value of option `arg` that takes `kind` (SINK_OPTION_VALUES)."""
-    if kind is None:
-        return _value(lw, arg)
     v = arg.value
+    if kind is None:
+        if isinstance(v, A.Name) and v.name not in lw.decl.params:  # `sep = tab`: a string without quotes
+            lw.fail("E0104", f"unknown param `{v.name}`", v.span, "not a param",
+                    [*did_you_mean(v.name, lw.decl.params),
+                     f'a constant string is written in quotes: {arg.name} = "{v.name}" (true, false and numbers '
+                     "without)"])
+        return _value(lw, arg)
     if kind == "fields":
         if isinstance(v, A.Names):
             return tuple(n.name for n in v.names)
@@ -185,20 +191,55 @@ def _option(lw: Lowering, arg: A.Arg, kind):
             return (v.name,)
         lw.fail("E0405", f"`{arg.name}` takes field names, not a {v.type}", v.span, "not field names",
                 [f"name the fields: {arg.name} = (k, day)"])
+    if isinstance(v, A.Name) and v.name not in lw.decl.params:
+        _unquoted(lw, arg, kind)
     if isinstance(v, (A.Name, A.Names)):
         what = "a param" if isinstance(v, A.Name) else "a list of names"
         lw.fail("E0405", f"`{arg.name}` takes a constant, not {what}", v.span, "not a constant",
-                ["write the value in the file: it decides what a run may replace and the shape of its output"])
+                [f"write the value in the file, e.g. {_example(lw, arg, kind)}: it decides what a run may replace "
+                 "and the shape of its output"])
     if kind == "boolean":
         if v.type != "boolean":
             lw.fail("E0405", f"`{arg.name}` is true or false, not {_literal(v)}", v.span, "not a boolean",
                     [f"{arg.name} = true"])
         return v.value
     if v.type != "string" or v.value not in kind:
-        choices = ", ".join(f'"{k}"' for k in kind)
-        lw.fail("E0405", f"`{arg.name}` is one of {choices}, not {_literal(v)}", v.span, f"not a {arg.name}",
-                did_you_mean(str(v.value), kind) if isinstance(v.value, str) else ())
+        lw.fail("E0405", f"`{arg.name}` is one of {_choices(kind)}, not {_literal(v)}", v.span, f"not a {arg.name}",
+                (isinstance(v.value, str) and did_you_mean(str(v.value), kind)) or [f'e.g. {arg.name} = "{kind[0]}"'])
     return v.value
+
+
+def _choices(kind: tuple) -> str:
+    """`"a", "b" or "c"`."""
+    return ", ".join(f'"{k}"' for k in kind[:-1]) + f' or "{kind[-1]}"'
+
+
+def _meant(word: str, kind: tuple) -> Optional[str]:
+    """The string of `kind` a bare word stands for: itself, or the closest."""
+    return word if word in kind else next(iter(difflib.get_close_matches(word, kind, n=1, cutoff=0.6)), None)
+
+
+def _example(lw: Lowering, arg: A.Arg, kind) -> str:
+    """The option written with a constant in place of the param it names (its default, when that is one)."""
+    if kind == "boolean":
+        return f"{arg.name} = true"
+    default = lw.decl.params[arg.value.name][1] if isinstance(arg.value, A.Name) else None
+    meant = _meant(arg.value.name, kind) if isinstance(arg.value, A.Name) else None
+    return f'{arg.name} = "{meant or (default if default in kind else kind[0])}"'
+
+
+def _unquoted(lw: Lowering, arg: A.Arg, kind) -> None:
+    """A sink option that takes a string or a boolean given a bare word that is no param: `mode = overwrite`
+    (the quotes forgotten), `single_file = yes`."""
+    word = arg.value.name
+    if kind == "boolean":
+        lw.fail("E0405", f"`{arg.name}` is true or false, not `{word}`", arg.value.span, "not a boolean",
+                [f"{arg.name} = true"])
+    meant = _meant(word, kind)
+    hint = f'write it in quotes: {arg.name} = "{meant}"' if meant else \
+        f"write one of these in quotes: {_choices(kind)}"
+    lw.fail("E0405", f"`{arg.name}` takes a string, {_choices(kind)}, not the name `{word}` (no param has it)",
+            arg.value.span, "not a string", [hint])
 
 
 def _literal(lit: A.Lit) -> str:

@@ -269,6 +269,12 @@ def test_run_refuses_a_sink_to_the_project_folder_without_touching_it(tmp_path, 
     ('csv("out/x", partition_by = (k, v))', "E0406", "every field"),
     ('csv("out/x", single_file = true, mode = "append")', "E0406", "append"),
     ('csv("out/x", single_file = true, partition_by = (k))', "E0406", "partition_by"),
+    # a value without its quotes is a name: the hint writes it as the string it is
+    ('csv("out/x", mode = overwrite)', "E0405", 'write it in quotes: mode = "overwrite"'),
+    ('csv("out/x", mode = apend)', "E0405", 'write it in quotes: mode = "append"'),
+    ('csv("out/x", mode = replace)', "E0405", '"error_if_exists", "overwrite" or "append"'),
+    ('csv("out/x", single_file = yes)', "E0405", "single_file = true"),
+    ('csv("out/x", sep = tab)', "E0104", 'written in quotes: sep = "tab"'),
 ])
 def test_sink_options_are_checked(tmp_path, sink, code, words):
     two_inputs(tmp_path)
