@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 
 import pytest
@@ -88,23 +87,22 @@ SOURCES = """
 # ---- refused before Spark starts -------------------------------------------------------------------------
 
 
-def refused_before_spark(tmp_path, proc, started: float, temp) -> None:
-    """Exit 2, no JVM was started (a JVM writes its log to $TMPDIR), quickly, and nothing was written."""
-    elapsed = time.monotonic() - started
+def refused_before_spark(tmp_path, proc, temp) -> None:
+    """Exit 2, no JVM was started, and nothing was written. A run that starts Spark leaves its JVM log in
+    $TMPDIR when it fails (docs/cli.md `--verbose`), so an empty $TMPDIR after a refusal means the refusal came
+    before Spark started: nothing the JVM would cost was spent."""
     assert proc.returncode == 2, proc.stderr
     assert not list(temp.glob("scopeflow-jvm-*.log")), "Spark was started"
     assert "Traceback" not in proc.stderr
-    assert elapsed < 15, elapsed  # a whole CLI process on a loaded machine; the refusal itself is milliseconds
     assert not [p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p]
 
 
 def run_refused(tmp_path, flow, *args, cwd=None, prefix=()):
     temp = tmp_path / "tmp-jvm"
     temp.mkdir(exist_ok=True)
-    started = time.monotonic()
     proc = subprocess.run([*prefix, *scopeflow_cmd("run", flow, *args)], capture_output=True, text=True,
                           env=dict(os.environ, TMPDIR=str(temp)), cwd=cwd, timeout=300)
-    refused_before_spark(tmp_path, proc, started, temp)
+    refused_before_spark(tmp_path, proc, temp)
     return proc
 
 
