@@ -15,15 +15,14 @@ from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
 from scopeflow.stdlib.inputs import check_fields
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
+from scopeflow.stdlib.sinks import FILE_SINKS, SINK_MODES
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
-SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
-FILE_SINKS = ("csv", "json", "parquet")  # the sinks that write a folder of files (a path)
+SINK_FORMATS = FILE_SINKS + ("table", "console")
 FILE_SINK_OPTIONS = ("mode", "partition_by", "single_file")
 SINK_OPTIONS = {"csv": ("header", "sep") + FILE_SINK_OPTIONS, "json": FILE_SINK_OPTIONS,
                 "parquet": FILE_SINK_OPTIONS, "table": (), "console": ("rows",)}
-SINK_MODES = ("error_if_exists", "overwrite", "append")
 # What a sink option's value must be; an option not listed takes any constant or a `param`. A tuple: one of
 # these strings; "boolean": true or false; "fields": names of fields of the sink's stream. These three are
 # constants (not params): they decide what a run may delete and the shape of its output.

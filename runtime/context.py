@@ -33,6 +33,7 @@ from scopeflow.runtime.shipping import prepare
 from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
+from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
@@ -451,7 +452,7 @@ class RunContext:
         name = self.operators[op].name if op in self.operators else None
         written = f'{fmt}("{path}")' if path else f"{fmt}()"
         what = f"sink `{name or '…'} -> {written}`"
-        target = None if fmt in ("console", "table") else self.path(path)
+        target = self.path(path) if fmt in FILE_SINKS else None
         with self.acting(failures.Action(what, self.where(op, at), doing="writing", target=target)):
             self._sink(op, df, fmt, path, options, at)
 

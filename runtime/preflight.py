@@ -14,6 +14,7 @@ from scopeflow.runtime.errors import Position, RunRefused
 from scopeflow.runtime.filesystems import LOCAL
 from scopeflow.runtime.spec import Param
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, normalized, relation
+from scopeflow.stdlib.sinks import FILE_SINKS
 
 
 def flow_dir(module) -> str:
@@ -93,7 +94,7 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                        f".scopeflow/{module.PIPELINE})", normalized(checkpoint)))
     earlier: list = []
     for sink in getattr(module, "SINKS", ()):  # (a script generated before sinks were listed has none)
-        if sink.format not in targets.FILE_FORMATS or sink.path is None:
+        if sink.format not in FILE_SINKS or sink.path is None:
             continue
         raw = value(params, sink.path)
         path = resolve(base_dir, raw)

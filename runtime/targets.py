@@ -18,12 +18,11 @@ from typing import Optional
 from attrs import frozen
 
 from scopeflow.runtime.filesystems import Files
+from scopeflow.stdlib.sinks import SINK_MODES
 
 MARKER = "_SCOPEFLOW"
 STAGING = ".__staging-"  # `<target>.__staging-<hex>`: a write in progress, beside the target
 BACKUP = ".__previous"  # `<target>.__previous`: the old target during a swap
-FILE_FORMATS = ("csv", "json", "parquet")
-MODES = ("error_if_exists", "overwrite", "append")
 SHOWN = 5  # foreign files named in a message
 
 
@@ -119,6 +118,9 @@ def check(fs: Files, target: str, mode: Optional[str], commit: str = "") -> Opti
     """Why a sink with `mode` may not write `target`, or None. A target a crash left as its backup counts
     as the target (the next write restores it first). A target holding commit `commit` is this run's own,
     written before it was killed and resumed: the sink skips it (any mode)."""
+    if mode is not None and mode not in SINK_MODES:  # (the checker allows no other: a job.py edited by hand)
+        return Problem("E0405", f"sink mode \"{mode}\" is not one of {', '.join(SINK_MODES)}",
+                       "give the sink one of them (docs/language.md \"Sink modes\"), or no mode")
     where = target if fs.exists(target) else f"{target}{BACKUP}" if fs.exists(f"{target}{BACKUP}") else None
     if where is None or mode == "overwrite" or (where == target and committed(fs, target, commit)):
         return None

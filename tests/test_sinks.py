@@ -283,6 +283,23 @@ def test_sink_options_are_checked(tmp_path, sink, code, words):
     assert words in d.message + " ".join(d.hints), d.render(text)
 
 
+def test_the_checker_and_the_runtime_take_the_same_sink_modes(tmp_path):
+    """One table (stdlib/sinks.py): every mode the checker accepts is one the runtime knows, and a mode the
+    checker refuses (a job.py edited by hand) is refused by the runtime too, not taken for "no mode"."""
+    from scopeflow.runtime import targets
+    from scopeflow.runtime.filesystems import LOCAL
+
+    two_inputs(tmp_path)
+    (tmp_path / "out" / "x").mkdir(parents=True)
+    (tmp_path / "out" / "x" / "important.txt").write_text("keep me")
+    for mode in ("error_if_exists", "overwrite", "append", "apend"):
+        text = textwrap.dedent(SOURCES).lstrip() + f'sink a -> csv("out/x", mode = "{mode}")\n'
+        accepted = not check_flow(text, str(tmp_path / "t.flow"), str(tmp_path)).errors
+        problem = targets.check(LOCAL, str(tmp_path / "out" / "x"), mode)
+        assert accepted == (problem is None or problem.code != "E0405"), mode
+    assert targets.check(LOCAL, str(tmp_path / "out" / "y"), "apend").code == "E0405"
+
+
 # ---- what a sink writes (real Spark) -------------------------------------------------------------------------
 
 
