@@ -76,8 +76,8 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
     """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder, nor the base
     folder `--base-dir`, nor one holding them; apart from every input, the other sinks and the checkpoint
     folder; with this run's params), its mode lets it write its target (E0402 files scopeflow did not write,
-    E0403 `error_if_exists`), and the target can be written (E0404). Sinks on other file systems are checked
-    when they write.
+    E0403 `error_if_exists`), no other live run is writing it (E0408), and it can be written (E0404). Sinks
+    on other file systems are checked when they write.
 
     `resumed`: the sink log of the run a `--resume` continues (`snapshots.read_sink_log`). A sink it lists as
     committed is skipped by the run, and a target holding the commit the run would make (committed before the
@@ -121,7 +121,8 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                        "inputs, the other sinks and the checkpoint folder")
         key = targets.sink_key(sink.op, sink.format, path)  # as the run names it
         commit = targets.commit_id(token, key) if token else ""
-        problem = None if key in done else (targets.check(LOCAL, full, sink.option("mode", params), commit)
+        problem = None if key in done else (targets.busy(LOCAL, full, commit)
+                                            or targets.check(LOCAL, full, sink.option("mode", params), commit)
                                             or targets.writable(full))
         if problem is not None:
             refuse(problem.code, problem.message, problem.hint, problem.notes)

@@ -12,6 +12,8 @@ may replace is decided by `targets.check` (its mode, and the `_SCOPEFLOW` marker
   target takes the files already moved back out (`recover`), so a run's rows are in the target entirely or
   not at all once a later run has looked. The commit id is the same when a run is resumed (`--resume`), so a
   resumed run sees a commit that happened before the crash and does not append again.
+- **One writer** per target at a time: the write holds `<target>.__lock` throughout (`targets.lock`), so the
+  staging folders `recover` deletes are never another live run's.
 
 Paths may be local or any Hadoop URI (file://, hdfs://, s3a://...): `filesystems.files_for`.
 """
@@ -63,6 +65,17 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict,
     fs = files_for(spark, target)
     # (`out/x/` is `out/x`: the staging folder goes beside the target, never inside it)
     target = os.path.normpath(local_path(target)) if is_local(target) else target.rstrip("/")
+    problem = targets.lock(fs, target, commit)  # one writer at a time: `recover` deletes staging folders
+    if problem is not None:
+        raise RuntimeFailure(problem.message, problem.hint, problem.code, at, "written here", problem.notes)
+    try:
+        return _write_locked(fs, df, fmt, target, options, commit, pipeline, at)
+    finally:
+        targets.unlock(fs, target)
+
+
+def _write_locked(fs: Files, df: DataFrame, fmt: str, target: str, options: dict, commit: str, pipeline: str,
+                  at: Optional[Position]) -> bool:
     recover(fs, target)
     mode = options.get("mode")
     if targets.committed(fs, target, commit):

@@ -7,12 +7,20 @@ Every folder scopeflow writes holds a marker, `_SCOPEFLOW` (written by a sink th
 skip files whose names start with `_` or `.`, so the marker is never read as data. A target is scopeflow's
 when every file in it is listed by one of its markers (or is one, or is a listed file's `.NAME.crc`); a sink
 without `mode` replaces only such a target, and refuses one holding anything else (E0402).
+
+One run writes a target at a time: a write holds `<target>.__lock` (its host, process and commit) from before
+it puts the target in order (`sinks.recover`, which deletes staging folders) until it has committed. A target
+whose lock a live process holds is refused (E0408); a lock whose process is gone (a run killed on this host)
+or whose commit is the writer's own (the same run, resumed) is taken over. Whether a process on another host
+is alive cannot be seen from here: its lock is refused until it is deleted.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import socket
+import time
 from typing import Optional
 
 from attrs import frozen
@@ -23,6 +31,7 @@ from scopeflow.stdlib.sinks import SINK_MODES
 MARKER = "_SCOPEFLOW"
 STAGING = ".__staging-"  # `<target>.__staging-<hex>`: a write in progress, beside the target
 BACKUP = ".__previous"  # `<target>.__previous`: the old target during a swap
+LOCK = ".__lock"  # `<target>.__lock`: the run writing the target
 SHOWN = 5  # foreign files named in a message
 
 
@@ -143,6 +152,82 @@ def check(fs: Files, target: str, mode: Optional[str], commit: str = "") -> Opti
                    "to the sink to replace the folder and everything in it",
                    (f"a folder scopeflow writes has a {MARKER} file listing what it wrote; the sink replaces only "
                     "such a folder (one written before scopeflow marked its output has none: delete it once)",))
+
+
+def lock_holder(fs: Files, target: str) -> Optional[dict]:
+    """What the lock of `target` says (host, pid, commit, since), or None when there is no lock. An unreadable
+    lock (a write caught between creating and filling it) says nothing: {}."""
+    path = f"{target}{LOCK}"
+    if not fs.exists(path):
+        return None
+    try:
+        doc = json.loads(fs.read_text(path))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _alive(holder: dict) -> bool:
+    """The process holding a lock may still be writing: it runs on this host, or on one whose processes this
+    one cannot see. A lock of this process is a leftover (a process writes one sink at a time)."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return True  # (an unreadable lock: its writer may be filling it in)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def busy(fs: Files, target: str, commit: str = "") -> Optional[Problem]:
+    """Why `target` may not be written now: another run holds its lock and may be alive (E0408), or None.
+    A lock of commit `commit` is the writer's own (the same run, resumed)."""
+    holder = lock_holder(fs, target)
+    if holder is None or (commit and holder.get("commit") == commit) or not _alive(holder):
+        return None
+    lock = f"{target}{LOCK}"
+    since = holder.get("since")
+    who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')}" + (
+        time.strftime(", since %Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, float) else "")
+    if holder.get("host") == socket.gethostname():
+        hint = "wait for it to end, or write elsewhere: two runs writing one target at once would delete " \
+               f"each other's files (the lock {lock} goes when that run ends)"
+    else:
+        hint = f"wait for it to end, or write elsewhere; if no run is writing there any more (that process " \
+               f"was killed), delete {lock}"
+    return Problem("E0408", f"sink target {target} is being written by another scopeflow run ({who})", hint,
+                   (f"the run holds {lock}; one run writes a target at a time",))
+
+
+def lock(fs: Files, target: str, commit: str) -> Optional[Problem]:
+    """Take the lock of `target` for this process (None), or say why not (E0408)."""
+    problem = busy(fs, target, commit)
+    if problem is not None:
+        return problem
+    path = f"{target}{LOCK}"
+    fs.delete(path)  # a leftover of a run that is gone (or none)
+    parent = fs.parent(target)
+    if parent and not fs.exists(parent):
+        fs.mkdirs(parent)
+    doc = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "commit": commit, "since": time.time()})
+    try:
+        fs.write_text(path, doc)  # fails when the file exists: another run took it just now
+    except Exception:
+        if not fs.exists(path):
+            raise
+        return busy(fs, target, commit) or Problem(
+            "E0408", f"sink target {target} is being written by another scopeflow run", "wait for it to end, or "
+            "write elsewhere", (f"the run holds {path}; one run writes a target at a time",))
+    return None
+
+
+def unlock(fs: Files, target: str) -> None:
+    fs.delete(f"{target}{LOCK}")
 
 
 def writable(target: str) -> Optional[Problem]:

@@ -62,8 +62,8 @@ def output_rows(directory) -> Counter:
 
 
 def leftovers(directory) -> list[str]:
-    """Staging or backup folders a sink left behind."""
-    return [p for p in os.listdir(directory) if "__staging" in p or "__previous" in p]
+    """Staging or backup folders, or a lock, a sink left behind."""
+    return [p for p in os.listdir(directory) if "__staging" in p or "__previous" in p or "__lock" in p]
 
 
 def scopeflow_cmd(*args) -> list[str]:
@@ -87,22 +87,27 @@ SOURCES = """
 # ---- refused before Spark starts -------------------------------------------------------------------------
 
 
-def refused_before_spark(tmp_path, proc, temp) -> None:
+def staging_folders(tmp_path) -> set:
+    return {p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p}
+
+
+def refused_before_spark(tmp_path, proc, temp, staging_before: set) -> None:
     """Exit 2, no JVM was started, and nothing was written. A run that starts Spark leaves its JVM log in
     $TMPDIR when it fails (docs/cli.md `--verbose`), so an empty $TMPDIR after a refusal means the refusal came
     before Spark started: nothing the JVM would cost was spent."""
     assert proc.returncode == 2, proc.stderr
     assert not list(temp.glob("scopeflow-jvm-*.log")), "Spark was started"
     assert "Traceback" not in proc.stderr
-    assert not [p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p]
+    assert staging_folders(tmp_path) == staging_before
 
 
 def run_refused(tmp_path, flow, *args, cwd=None, prefix=()):
     temp = tmp_path / "tmp-jvm"
     temp.mkdir(exist_ok=True)
+    before = staging_folders(tmp_path)
     proc = subprocess.run([*prefix, *scopeflow_cmd("run", flow, *args)], capture_output=True, text=True,
                           env=dict(os.environ, TMPDIR=str(temp)), cwd=cwd, timeout=300)
-    refused_before_spark(tmp_path, proc, temp)
+    refused_before_spark(tmp_path, proc, temp, before)
     return proc
 
 
@@ -529,6 +534,72 @@ def test_an_error_if_exists_sink_committed_but_not_logged_before_a_kill_does_not
     proc = subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 2 and "error[E0403]" in proc.stderr, proc.stderr
+
+
+# ---- one writer per target at a time ---------------------------------------------------------------------------
+
+
+def lock_of(target, pid: int, host=None) -> None:
+    """The lock a run writing `target` holds: `<target>.__lock`, naming its host and process."""
+    import socket
+
+    with open(f"{target}.__lock", "w", encoding="utf-8") as fh:
+        json.dump({"host": host or socket.gethostname(), "pid": pid, "commit": "0" * 16, "since": 0}, fh)
+
+
+def test_a_target_another_live_run_is_writing_is_refused_before_spark_and_left_alone(tmp_path):
+    """A second run into a target a live run is writing would delete that run's staging folder (`recover`):
+    it is refused, naming the process, and touches nothing."""
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true, mode = "append")
+    """)
+    (tmp_path / "out").mkdir()
+    staging = tmp_path / "out" / "x.__staging-0123456789ab"  # the live run's write in progress
+    staging.mkdir()
+    (staging / "part-00000.csv").write_text("k,v\n1,1\n")
+    lock_of(tmp_path / "out" / "x", os.getpid())  # this test's process: alive
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0408]" in proc.stderr and f"process {os.getpid()}" in proc.stderr, proc.stderr
+    assert str(tmp_path / "out" / "x") in proc.stderr and "x.__lock" in proc.stderr
+    assert (staging / "part-00000.csv").exists()
+    assert sorted(os.listdir(tmp_path / "out")) == ["x.__lock", "x.__staging-0123456789ab"]
+
+    lock_of(tmp_path / "out" / "x", 1, host="another-host")  # a host whose processes this one cannot see
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0408]" in proc.stderr and "another-host" in proc.stderr and "delete" in proc.stderr
+
+
+def test_a_lock_whose_process_is_gone_is_taken_over(spark, tmp_path):
+    """A run killed while it wrote leaves its lock: the next write (resumed or not) takes it over, puts the
+    target in order and writes; the lock goes when the write ends."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true)
+    """)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x.__staging-0123456789ab").mkdir()  # the dead run's write
+    lock_of(tmp_path / "out" / "x", gone.pid)
+    run_file(flow, spark=spark)
+    assert output_rows(tmp_path / "out" / "x") == reference_rows(a, b)
+    assert not leftovers(tmp_path / "out")
+
+
+def test_the_write_itself_refuses_a_target_another_live_run_holds(spark, tmp_path):
+    """The lock is taken by the write (any file system), not only looked at before Spark starts."""
+    from scopeflow.runtime import sinks
+
+    two_inputs(tmp_path)
+    target = tmp_path / "out" / "x"
+    (tmp_path / "out").mkdir()
+    lock_of(target, os.getppid())  # a live process that is not this one
+    df = spark.createDataFrame([(1, 2)], "k long, v long")
+    with pytest.raises(RuntimeFailure) as info:
+        sinks.write_atomically(spark, df, "csv", str(target), {"header": True})
+    assert info.value.code == "E0408"
+    assert sorted(os.listdir(tmp_path / "out")) == ["x.__lock"]
 
 
 # ---- the same protocol through Hadoop's FileSystem API (hdfs://, s3a://... take this path) ------------------
