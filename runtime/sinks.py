@@ -1,7 +1,8 @@
 """Atomic file sinks: write to a staging folder beside the target, mark it, then commit it by rename.
 
-A failed run leaves the previous output intact, and a finished run never leaves partial output. What a sink
-may replace is decided by `targets.check` (its mode, and the `_SCOPEFLOW` markers of what scopeflow wrote).
+A finished run never leaves partial output; what a failed or killed one leaves depends on the mode (below, and
+docs/language.md "Sinks"). What a sink may replace is decided by `targets.check` (its mode, and the
+`_SCOPEFLOW` markers of what scopeflow wrote).
 
 - **Replace** (no `mode`, `overwrite`, `error_if_exists`, and the first `append` into a new folder): the
   staging folder, marker included, is swapped in by two renames (old -> backup, staging -> target); a crash
@@ -60,7 +61,7 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict,
     """Write `df` to `target` as the sink's options say. False: commit `commit` is already in the target (a
     resumed run whose sink committed before the kill), nothing written."""
     if fmt == "table":
-        df.write.mode("overwrite").saveAsTable(target)  # the catalog swaps the table atomically
+        df.write.mode("overwrite").saveAsTable(target)  # the catalog replaces the table (as atomically as it can)
         return True
     fs = files_for(spark, target)
     # (`out/x/` is `out/x`: the staging folder goes beside the target, never inside it)
