@@ -174,7 +174,7 @@ def _value(lw: Lowering, arg: A.Arg):
 
 
 def _option(lw: Lowering, arg: A.Arg, kind):
-    """The value of option `arg` that takes `kind` (SINK_OPTION_VALUES)."""
+    """The value of sink option `arg` that takes `kind` (SINK_OPTION_VALUES; None: any constant or a param)."""
     v = arg.value
     if kind is None:
         if isinstance(v, A.Name) and v.name not in lw.decl.params:  # `sep = tab`: a string without quotes
@@ -251,7 +251,7 @@ def _literal(lit: A.Lit) -> str:
 
 def _arguments(lw: Lowering, args, what: str, allowed, kinds=None) -> tuple[Optional[ops.Location], tuple]:
     """(the path, the options by name) of a source's or sink's arguments. `allowed`: the option names (None:
-    any), `kinds`: what some options' values must be (SINK_OPTION_VALUES)."""
+    any), `kinds`: what some options' values must be (SINK_OPTION_VALUES; None for a source)."""
     positional, options = [], {}
     for a in args:
         if a.name is None:
@@ -263,7 +263,7 @@ def _arguments(lw: Lowering, args, what: str, allowed, kinds=None) -> tuple[Opti
                     a.span, "unknown option", did_you_mean(a.name, allowed) if not takers else
                     [f"options of {what}: {', '.join(allowed) or 'none'}"])
         else:
-            options[a.name] = _option(lw, a, (kinds or {}).get(a.name))
+            options[a.name] = _value(lw, a) if kinds is None else _option(lw, a, kinds.get(a.name))
     if len(positional) > 1:
         lw.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument",
                 ["pass options by name, e.g. `header = true`"])
