@@ -1,6 +1,7 @@
 """Sources and sinks: their formats, arguments, schemas and paths (docs/language.md#sources, #sinks)."""
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Optional
 
@@ -14,15 +15,14 @@ from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import did_you_mean
 from scopeflow.stdlib.inputs import FIELD_CHECKED, ON_ERROR_FORMATS, ON_ERROR_MODES, check_fields
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation
+from scopeflow.stdlib.sinks import FILE_SINKS, SINK_MODES
 
 SOURCE_FORMATS = ("csv", "json", "parquet", "table")
 STREAM_FORMATS = ("files", "rate")
-SINK_FORMATS = ("csv", "json", "parquet", "table", "console")
-FILE_SINKS = ("csv", "json", "parquet")  # the sinks that write a folder of files (a path)
+SINK_FORMATS = FILE_SINKS + ("table", "console")
 FILE_SINK_OPTIONS = ("mode", "partition_by", "single_file")
 SINK_OPTIONS = {"csv": ("header", "sep") + FILE_SINK_OPTIONS, "json": FILE_SINK_OPTIONS,
                 "parquet": FILE_SINK_OPTIONS, "table": (), "console": ("rows",)}
-SINK_MODES = ("error_if_exists", "overwrite", "append")
 # What a sink option's value must be; an option not listed takes any constant or a `param`. A tuple: one of
 # these strings; "boolean": true or false; "fields": names of fields of the sink's stream. These three are
 # constants (not params): they decide what a run may delete and the shape of its output.
@@ -178,10 +178,15 @@ def _value(lw: Lowering, arg: A.Arg):
 
 
 def _option(lw: Lowering, arg: A.Arg, kind):
-    """The value of option `arg` that takes `kind` (SINK_OPTION_VALUES)."""
-    if kind is None:
-        return _value(lw, arg)
+    """The value of sink option `arg` that takes `kind` (SINK_OPTION_VALUES; None: any constant or a param)."""
     v = arg.value
+    if kind is None:
+        if isinstance(v, A.Name) and v.name not in lw.decl.params:  # `sep = tab`: a string without quotes
+            lw.fail("E0104", f"unknown param `{v.name}`", v.span, "not a param",
+                    [*did_you_mean(v.name, lw.decl.params),
+                     f'a constant string is written in quotes: {arg.name} = "{v.name}" (true, false and numbers '
+                     "without)"])
+        return _value(lw, arg)
     if kind == "fields":
         if isinstance(v, A.Names):
             return tuple(n.name for n in v.names)
@@ -189,20 +194,55 @@ def _option(lw: Lowering, arg: A.Arg, kind):
             return (v.name,)
         lw.fail("E0405", f"`{arg.name}` takes field names, not a {v.type}", v.span, "not field names",
                 [f"name the fields: {arg.name} = (k, day)"])
+    if isinstance(v, A.Name) and v.name not in lw.decl.params:
+        _unquoted(lw, arg, kind)
     if isinstance(v, (A.Name, A.Names)):
         what = "a param" if isinstance(v, A.Name) else "a list of names"
         lw.fail("E0405", f"`{arg.name}` takes a constant, not {what}", v.span, "not a constant",
-                ["write the value in the file: it decides what a run may replace and the shape of its output"])
+                [f"write the value in the file, e.g. {_example(lw, arg, kind)}: it decides what a run may replace "
+                 "and the shape of its output"])
     if kind == "boolean":
         if v.type != "boolean":
             lw.fail("E0405", f"`{arg.name}` is true or false, not {_literal(v)}", v.span, "not a boolean",
                     [f"{arg.name} = true"])
         return v.value
     if v.type != "string" or v.value not in kind:
-        choices = ", ".join(f'"{k}"' for k in kind)
-        lw.fail("E0405", f"`{arg.name}` is one of {choices}, not {_literal(v)}", v.span, f"not a {arg.name}",
-                did_you_mean(str(v.value), kind) if isinstance(v.value, str) else ())
+        lw.fail("E0405", f"`{arg.name}` is one of {_choices(kind)}, not {_literal(v)}", v.span, f"not a {arg.name}",
+                (isinstance(v.value, str) and did_you_mean(str(v.value), kind)) or [f'e.g. {arg.name} = "{kind[0]}"'])
     return v.value
+
+
+def _choices(kind: tuple) -> str:
+    """`"a", "b" or "c"`."""
+    return ", ".join(f'"{k}"' for k in kind[:-1]) + f' or "{kind[-1]}"'
+
+
+def _meant(word: str, kind: tuple) -> Optional[str]:
+    """The string of `kind` a bare word stands for: itself, or the closest."""
+    return word if word in kind else next(iter(difflib.get_close_matches(word, kind, n=1, cutoff=0.6)), None)
+
+
+def _example(lw: Lowering, arg: A.Arg, kind) -> str:
+    """The option written with a constant in place of the param it names (its default, when that is one)."""
+    if kind == "boolean":
+        return f"{arg.name} = true"
+    default = lw.decl.params[arg.value.name][1] if isinstance(arg.value, A.Name) else None
+    meant = _meant(arg.value.name, kind) if isinstance(arg.value, A.Name) else None
+    return f'{arg.name} = "{meant or (default if default in kind else kind[0])}"'
+
+
+def _unquoted(lw: Lowering, arg: A.Arg, kind) -> None:
+    """A sink option that takes a string or a boolean given a bare word that is no param: `mode = overwrite`
+    (the quotes forgotten), `single_file = yes`."""
+    word = arg.value.name
+    if kind == "boolean":
+        lw.fail("E0405", f"`{arg.name}` is true or false, not `{word}`", arg.value.span, "not a boolean",
+                [f"{arg.name} = true"])
+    meant = _meant(word, kind)
+    hint = f'write it in quotes: {arg.name} = "{meant}"' if meant else \
+        f"write one of these in quotes: {_choices(kind)}"
+    lw.fail("E0405", f"`{arg.name}` takes a string, {_choices(kind)}, not the name `{word}` (no param has it)",
+            arg.value.span, "not a string", [hint])
 
 
 def _literal(lit: A.Lit) -> str:
@@ -215,7 +255,7 @@ def _literal(lit: A.Lit) -> str:
 
 def _arguments(lw: Lowering, args, what: str, allowed, kinds=None) -> tuple[Optional[ops.Location], tuple]:
     """(the path, the options by name) of a source's or sink's arguments. `allowed`: the option names (None:
-    any), `kinds`: what some options' values must be (SINK_OPTION_VALUES)."""
+    any), `kinds`: what some options' values must be (SINK_OPTION_VALUES; None for a source)."""
     positional, options = [], {}
     for a in args:
         if a.name is None:
@@ -227,7 +267,7 @@ def _arguments(lw: Lowering, args, what: str, allowed, kinds=None) -> tuple[Opti
                     a.span, "unknown option", did_you_mean(a.name, allowed) if not takers else
                     [f"options of {what}: {', '.join(allowed) or 'none'}"])
         else:
-            options[a.name] = _option(lw, a, (kinds or {}).get(a.name))
+            options[a.name] = _value(lw, a) if kinds is None else _option(lw, a, kinds.get(a.name))
     if len(positional) > 1:
         lw.fail("E0114", f"{what} takes one positional argument (the path)", args[1].span, "extra argument",
                 ["pass options by name, e.g. `header = true`"])

@@ -4,7 +4,6 @@ snapshots and the report share. Loops run in `loop.py`, their rounds in `round.p
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import sys
@@ -19,11 +18,13 @@ from pyspark.sql import functions as F
 
 from scopeflow.runtime import failures, jobs
 from scopeflow.runtime import sinks as sink_io
+from scopeflow.runtime import targets
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
+from scopeflow.runtime.preflight import flow_dir
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
@@ -33,6 +34,7 @@ from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
+from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
@@ -109,11 +111,6 @@ def _restore_while_failing(spark, saved: dict, failure: BaseException) -> None:
     except Exception as exc:  # recorded on the failure that propagates
         if hasattr(failure, "add_note"):
             failure.add_note(f"(the session's settings could not be put back: {type(exc).__name__}: {exc})")
-
-
-def flow_dir(module) -> str:
-    """The folder relative paths of the pipeline resolve against: the .flow file's."""
-    return os.path.dirname(os.path.abspath(module.FLOW_FILE))
 
 
 class RunContext:
@@ -456,7 +453,7 @@ class RunContext:
         name = self.operators[op].name if op in self.operators else None
         written = f'{fmt}("{path}")' if path else f"{fmt}()"
         what = f"sink `{name or '…'} -> {written}`"
-        target = None if fmt in ("console", "table") else self.path(path)
+        target = self.path(path) if fmt in FILE_SINKS else None
         with self.acting(failures.Action(what, self.where(op, at), doing="writing", target=target)):
             self._sink(op, df, fmt, path, options, at)
 
@@ -466,7 +463,7 @@ class RunContext:
             df.show(int(options.get("rows", 20)), truncate=False)
             return
         target = path if fmt == "table" else self.path(path)
-        key = f"{op}:{fmt}:{target}"
+        key = targets.sink_key(op, fmt, target)
         if self.snapshots is not None and key in self.snapshots.sinks_done:
             self.progress.trace(f"sink {target}: already committed before the restart, skipped")
             return
@@ -478,13 +475,14 @@ class RunContext:
             df = df.observe(obs, self.counters.column)
         # an append's commit id: the same when this run is resumed, so a commit made before a crash is seen
         token = self.snapshots.token if self.snapshots is not None else self.run_id
-        commit = hashlib.sha256(f"{token}:{key}".encode()).hexdigest()[:16]
+        commit = targets.commit_id(token, key)
         written = sink_io.write_atomically(self.spark, df, fmt, target, options, commit=commit,
                                            pipeline=self.pipeline, at=self.where(op, at))
         if not written:
-            self.progress.trace(f"sink {target}: appended before the restart (commit {commit}), skipped")
+            self.progress.trace(f"sink {target}: committed before the restart (commit {commit}), skipped")
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
+            sink_io.fault("sink-logged")
         records = int(obs.get.get("n") or 0) if obs is not None and written else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target, records)

@@ -15,13 +15,13 @@ from typing import Optional
 
 from scopeflow.runtime import failures
 from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
-from scopeflow.runtime.context import RunContext, flow_dir, settings
+from scopeflow.runtime.context import RunContext, settings
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, exit_codes_help
 from scopeflow.runtime.interrupts import Interrupted, stop_on_interrupt
-from scopeflow.runtime.preflight import preflight
+from scopeflow.runtime.preflight import flow_dir, preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
-from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.snapshots import SnapshotRefused, read_sink_log
 from scopeflow.runtime.spec import sources
 from scopeflow.runtime.termination import LoopMaxError
 
@@ -37,7 +37,10 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         values = params if params is not None else parse_params(module.PARAMS, [])
         base_dir = os.path.abspath(base_dir) if base_dir else flow_dir(module)
         wanted = snapshots is not None and snapshots.wanted(module)
-        preflight(module, values, base_dir, snapshots.root(module.PIPELINE) if wanted else None)
+        checkpoint = snapshots.root(module.PIPELINE) if wanted else None
+        # `--resume`: the run it continues may have committed some sinks (its targets are its own, not refused)
+        resumed = read_sink_log(checkpoint, module.FINGERPRINT) if wanted and snapshots.resume else None
+        preflight(module, values, base_dir, checkpoint, resumed)
         if report:
             _report_folder(report)
         if spark is None:

@@ -17,6 +17,13 @@ from scopeflow.runtime.filesystems import LOCAL
 from scopeflow.runtime.spec import Param, ddl_columns, sources, value_of
 from scopeflow.stdlib import inputs as files
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation, resolve
+from scopeflow.stdlib.sinks import FILE_SINKS
+
+
+def flow_dir(module) -> str:
+    """The .flow file's folder: relative paths of the pipeline resolve against it, unless the run is given
+    another (`--base-dir DIR`)."""
+    return os.path.dirname(os.path.abspath(module.FLOW_FILE))
 
 
 def source_at(module, op: str) -> tuple[str, Optional[Position]]:
@@ -48,8 +55,10 @@ def check_inputs(module, params: dict, base_dir: str) -> None:
         local = normalized(local)
         if not files.matches(local):
             glob = files.is_glob(local)
+            against = "the .flow file" if normalized(base_dir) == normalized(flow_dir(module)) else \
+                f"the base folder {base_dir} (--base-dir)"
             refuse("E0501", f"input {local} {'matches no file' if glob else 'does not exist'}",
-                   "check the path; relative paths are relative to the .flow file (a `param` path can be given "
+                   f"check the path; relative paths are relative to {against} (a `param` path can be given "
                    "with --param NAME=PATH)" + ("; Spark reads it as a glob pattern (* ? [...] {a,b})" if glob else ""))
         denied = files.unreadable(local)
         if denied is not None:
@@ -76,12 +85,22 @@ def check_streaming(module) -> None:
                              hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
 
 
-def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
-    """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder or one holding it,
-    apart from every input, the other sinks and the checkpoint folder, with this run's params), its mode lets
-    it write its target (E0402 files scopeflow did not write, E0403 `error_if_exists`), and the target can be
-    written (E0404). Sinks on other file systems are checked when they write."""
-    base = normalized(base_dir)
+def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
+                resumed: Optional[dict] = None) -> None:
+    """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder, nor the base
+    folder `--base-dir`, nor one holding them; apart from every input, the other sinks and the checkpoint
+    folder; with this run's params), its mode lets it write its target (E0402 files scopeflow did not write,
+    E0403 `error_if_exists`), no other live run is writing it (E0408), and it can be written (E0404). Sinks
+    on other file systems are checked when they write.
+
+    `resumed`: the sink log of the run a `--resume` continues (`snapshots.read_sink_log`). A sink it lists as
+    committed is skipped by the run, and a target holding the commit the run would make (committed before the
+    kill, not yet logged) is the run's own: neither is refused for existing."""
+    token, done = (resumed.get("token", ""), set(resumed.get("sinks", ()))) if resumed else ("", set())
+    # a sink replaces its whole target: never the .flow file's folder, nor the base folder of relative paths
+    protected = [("the folder of the .flow file", normalized(flow_dir(module)))]
+    if normalized(base_dir) != protected[0][1]:
+        protected.append(("the base folder of relative paths", normalized(base_dir), "--base-dir"))
     inputs = [(op, resolve(base_dir, value_of(s.path, params))) for op, s in sources(module).items()]
     inputs = [(f"input {p} ({source_at(module, op)[0]})", normalized(p)) for op, p in inputs if is_local(p)]
     if checkpoint is not None and is_local(checkpoint):
@@ -89,7 +108,7 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                        f".scopeflow/{module.PIPELINE})", normalized(checkpoint)))
     earlier: list = []
     for sink in getattr(module, "SINKS", ()):  # (a script generated before sinks were listed has none)
-        if sink.format not in targets.FILE_FORMATS or sink.path is None:
+        if sink.format not in FILE_SINKS or sink.path is None:
             continue
         raw = value_of(sink.path, params)
         path = resolve(base_dir, raw)
@@ -102,9 +121,11 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
         def refuse(code: str, message: str, hint: str, notes: tuple = ()):
             raise RunRefused(message, hint, code, at, "written here", notes)
 
-        rel = relation(full, base)
-        if rel in (SAME, CONTAINS):
-            refuse("E0401", f"{what} {rel} the folder of the .flow file ({base})",
+        clashes = [(rel, name, folder, option) for name, folder, *option in protected
+                   if (rel := relation(full, folder)) in (SAME, CONTAINS)]
+        if clashes:  # (the one it is, before one it contains)
+            rel, name, folder, option = min(clashes, key=lambda c: c[0] != SAME)
+            refuse("E0401", f"{what} {rel} {name} ({', '.join([folder, *option])})",
                    "a sink replaces its whole target folder: give it a folder of its own, e.g. out/result")
         for name, other in inputs + earlier:
             rel = relation(full, other)
@@ -112,15 +133,20 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                 refuse("E0401", f"{what} {rel} {name}",
                        "a sink replaces its whole target folder: give it a folder of its own, apart from the "
                        "inputs, the other sinks and the checkpoint folder")
-        problem = targets.check(LOCAL, full, sink.option("mode", params)) or targets.writable(full)
+        key = targets.sink_key(sink.op, sink.format, path)  # as the run names it
+        commit = targets.commit_id(token, key) if token else ""
+        problem = None if key in done else (targets.busy(LOCAL, full, commit)
+                                            or targets.check(LOCAL, full, sink.option("mode", params), commit)
+                                            or targets.writable(full))
         if problem is not None:
             refuse(problem.code, problem.message, problem.hint, problem.notes)
         earlier.append((f"the path of the sink on line {sink.at[0] if sink.at else '?'} ({full})", full))
 
 
-def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None) -> None:
+def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
+              resumed: Optional[dict] = None) -> None:
     """Refuse a run whose inputs or outputs are known to be wrong before Spark starts. `checkpoint`: the
-    snapshot folder of a run that takes snapshots."""
+    snapshot folder of a run that takes snapshots; `resumed`: the sink log of the run a `--resume` continues."""
     check_streaming(module)
     check_inputs(module, params, base_dir)
-    check_sinks(module, params, base_dir, checkpoint)
+    check_sinks(module, params, base_dir, checkpoint, resumed)

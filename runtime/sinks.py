@@ -1,7 +1,8 @@
 """Atomic file sinks: write to a staging folder beside the target, mark it, then commit it by rename.
 
-A failed run leaves the previous output intact, and a finished run never leaves partial output. What a sink
-may replace is decided by `targets.check` (its mode, and the `_SCOPEFLOW` markers of what scopeflow wrote).
+A finished run never leaves partial output; what a failed or killed one leaves depends on the mode (below, and
+docs/language.md "Sinks"). What a sink may replace is decided by `targets.check` (its mode, and the
+`_SCOPEFLOW` markers of what scopeflow wrote).
 
 - **Replace** (no `mode`, `overwrite`, `error_if_exists`, and the first `append` into a new folder): the
   staging folder, marker included, is swapped in by two renames (old -> backup, staging -> target); a crash
@@ -12,6 +13,8 @@ may replace is decided by `targets.check` (its mode, and the `_SCOPEFLOW` marker
   target takes the files already moved back out (`recover`), so a run's rows are in the target entirely or
   not at all once a later run has looked. The commit id is the same when a run is resumed (`--resume`), so a
   resumed run sees a commit that happened before the crash and does not append again.
+- **One writer** per target at a time: the write holds `<target>.__lock` throughout (`targets.lock`), so the
+  staging folders `recover` deletes are never another live run's.
 
 Paths may be local or any Hadoop URI (file://, hdfs://, s3a://...): `filesystems.files_for`.
 """
@@ -21,6 +24,7 @@ import os
 import re
 import signal
 import uuid
+from collections import Counter
 from typing import Optional
 
 from pyspark.sql import DataFrame
@@ -54,22 +58,33 @@ def recover(fs: Files, target: str) -> None:
 
 def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict, commit: str = "",
                      pipeline: str = "", at: Optional[Position] = None) -> bool:
-    """Write `df` to `target` as the sink's options say. False: an `append` whose commit `commit` is already
-    in the target (a resumed run), nothing written."""
+    """Write `df` to `target` as the sink's options say. False: commit `commit` is already in the target (a
+    resumed run whose sink committed before the kill), nothing written."""
     if fmt == "table":
-        df.write.mode("overwrite").saveAsTable(target)  # the catalog swaps the table atomically
+        df.write.mode("overwrite").saveAsTable(target)  # the catalog replaces the table (as atomically as it can)
         return True
     fs = files_for(spark, target)
     # (`out/x/` is `out/x`: the staging folder goes beside the target, never inside it)
     target = os.path.normpath(local_path(target)) if is_local(target) else target.rstrip("/")
+    problem = targets.lock(fs, target, commit)  # one writer at a time: `recover` deletes staging folders
+    if problem is not None:
+        raise RuntimeFailure(problem.message, problem.hint, problem.code, at, "written here", problem.notes)
+    try:
+        return _write_locked(fs, df, fmt, target, options, commit, pipeline, at)
+    finally:
+        targets.unlock(fs, target)
+
+
+def _write_locked(fs: Files, df: DataFrame, fmt: str, target: str, options: dict, commit: str, pipeline: str,
+                  at: Optional[Position]) -> bool:
     recover(fs, target)
     mode = options.get("mode")
+    if targets.committed(fs, target, commit):
+        return False  # a resumed run: this sink committed before the kill (and the run was not told)
     problem = targets.check(fs, target, mode)
     if problem is not None:
         raise RuntimeFailure(problem.message, problem.hint, problem.code, at, "written here", problem.notes)
     marker = f"{MARKER}-{commit or uuid.uuid4().hex[:16]}" if mode == "append" else MARKER
-    if mode == "append" and fs.exists(fs.join(target, marker)):
-        return False
     staging = f"{target}{STAGING}{uuid.uuid4().hex[:12]}"
     _write(fs, df, fmt, staging, options)
     files = fs.list_files(staging)
@@ -80,7 +95,7 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict,
         _move_in(fs, staging, target, files, marker)
     else:
         _swap(fs, staging, target)
-    _fault("sink-committed")
+    fault("sink-committed")
     return True
 
 
@@ -121,7 +136,7 @@ def _swap(fs: Files, staging: str, target: str) -> None:
     backup = f"{target}{BACKUP}"
     if fs.exists(target):
         fs.rename(target, backup)
-    _fault("sink-commit")
+    fault("sink-commit")
     if not fs.rename(staging, target):
         raise OSError(f"could not move {staging} to {target}")
     if fs.exists(backup):
@@ -138,13 +153,21 @@ def _move_in(fs: Files, staging: str, target: str, files: list, marker: str) -> 
         if not fs.rename(fs.join(staging, f), dst):
             raise OSError(f"could not move {fs.join(staging, f)} to {dst} (does it exist already?)")
         if i == 0:
-            _fault("sink-commit")
+            fault("sink-commit")
     if not fs.rename(fs.join(staging, marker), fs.join(target, marker)):
         raise OSError(f"could not commit the append to {target}")
     fs.delete(staging)
 
 
-def _fault(point: str) -> None:
-    """Fault injection for the recovery tests: SCOPEFLOW_FAULT=<point> kills this process there."""
-    if os.environ.get("SCOPEFLOW_FAULT") == point:
+_reached: Counter = Counter()
+
+
+def fault(point: str) -> None:
+    """Fault injection for the recovery tests: SCOPEFLOW_FAULT=<point> kills this process the first time it
+    gets there, SCOPEFLOW_FAULT=<point>@<n> the n-th time."""
+    wanted, _, nth = os.environ.get("SCOPEFLOW_FAULT", "").partition("@")
+    if wanted != point:
+        return
+    _reached[point] += 1
+    if _reached[point] == (int(nth) if nth.isdigit() else 1):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -89,6 +89,17 @@ def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
+def read_sink_log(root: str, fingerprint: str) -> Optional[dict]:
+    """The sink log (`sinks.json`) in checkpoint folder `root` of a run of the plan `fingerprint`, or None: the
+    interrupted run's token (`token`) and the keys of the sinks it committed (`sinks`)."""
+    try:
+        with open(os.path.join(_local(root), "sinks.json"), encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("fingerprint") == fingerprint else None
+
+
 class SnapshotStore:
     def __init__(self, run, root: str, every: int, mode: str, keep: int, async_writes: bool, plan: dict,
                  sources: dict, faults: Optional[str] = None):
@@ -303,12 +314,7 @@ class SnapshotStore:
 
     def _sink_log(self) -> Optional[dict]:
         """The sink log of a run of this plan, or None."""
-        try:
-            with open(self.sink_log_path(), encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError):
-            return None
-        return doc if doc.get("fingerprint") == self.run.fingerprint else None
+        return read_sink_log(self.root, self.run.fingerprint)
 
     def load_sink_log(self) -> list:
         """The sinks the interrupted run committed (and its token: a resumed run is the same run)."""

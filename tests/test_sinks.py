@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 
 import pytest
@@ -63,8 +62,8 @@ def output_rows(directory) -> Counter:
 
 
 def leftovers(directory) -> list[str]:
-    """Staging or backup folders a sink left behind."""
-    return [p for p in os.listdir(directory) if "__staging" in p or "__previous" in p]
+    """Staging or backup folders, or a lock, a sink left behind."""
+    return [p for p in os.listdir(directory) if "__staging" in p or "__previous" in p or "__lock" in p]
 
 
 def scopeflow_cmd(*args) -> list[str]:
@@ -88,23 +87,27 @@ SOURCES = """
 # ---- refused before Spark starts -------------------------------------------------------------------------
 
 
-def refused_before_spark(tmp_path, proc, started: float, temp) -> None:
-    """Exit 2, no JVM was started (a JVM writes its log to $TMPDIR), quickly, and nothing was written."""
-    elapsed = time.monotonic() - started
+def staging_folders(tmp_path) -> set:
+    return {p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p}
+
+
+def refused_before_spark(tmp_path, proc, temp, staging_before: set) -> None:
+    """Exit 2, no JVM was started, and nothing was written. A run that starts Spark leaves its JVM log in
+    $TMPDIR when it fails (docs/cli.md `--verbose`), so an empty $TMPDIR after a refusal means the refusal came
+    before Spark started: nothing the JVM would cost was spent."""
     assert proc.returncode == 2, proc.stderr
     assert not list(temp.glob("scopeflow-jvm-*.log")), "Spark was started"
     assert "Traceback" not in proc.stderr
-    assert elapsed < 15, elapsed  # a whole CLI process on a loaded machine; the refusal itself is milliseconds
-    assert not [p for p in glob.glob(str(tmp_path / "**" / "*"), recursive=True) if "__staging" in p]
+    assert staging_folders(tmp_path) == staging_before
 
 
 def run_refused(tmp_path, flow, *args, cwd=None, prefix=()):
     temp = tmp_path / "tmp-jvm"
     temp.mkdir(exist_ok=True)
-    started = time.monotonic()
+    before = staging_folders(tmp_path)
     proc = subprocess.run([*prefix, *scopeflow_cmd("run", flow, *args)], capture_output=True, text=True,
                           env=dict(os.environ, TMPDIR=str(temp)), cwd=cwd, timeout=300)
-    refused_before_spark(tmp_path, proc, started, temp)
+    refused_before_spark(tmp_path, proc, temp, before)
     return proc
 
 
@@ -184,6 +187,32 @@ def test_a_param_or_checkpoint_path_that_makes_a_sink_unsafe_is_refused_before_s
     assert sorted(os.listdir(tmp_path / "data")) == ["a.csv", "b.csv"]
 
 
+def test_with_base_dir_both_the_flow_folder_and_the_base_folder_are_protected_and_named(tmp_path):
+    """`--base-dir DIR`: relative paths resolve against DIR. A sink may be neither DIR nor the .flow file's
+    folder (nor contain them), and the message names the one it is."""
+    two_inputs(tmp_path)  # the inputs are in the base folder, tmp_path/data
+    project = tmp_path / "project"
+    project.mkdir()
+    flow = write_flow(project, SOURCES + """
+        param out: string = "out/x"
+        sink a -> csv(out, header = true, mode = "overwrite")
+    """)
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=.")
+    assert "error[E0401]" in proc.stderr
+    assert f"is the base folder of relative paths ({tmp_path}, --base-dir)" in proc.stderr, proc.stderr
+    error = next(line for line in proc.stderr.splitlines() if line.startswith("error[E0401]"))
+    assert ".flow file" not in error
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=project")
+    assert "error[E0401]" in proc.stderr
+    assert f"is the folder of the .flow file ({project})" in proc.stderr, proc.stderr
+    proc = run_refused(tmp_path, flow, "--base-dir", str(tmp_path), "--param", "out=..")
+    assert "error[E0401]" in proc.stderr and f"contains the folder of the .flow file ({project})" in proc.stderr
+    assert sorted(os.listdir(project)) == ["t.flow"]
+    proc = run_refused(tmp_path, flow, "--base-dir", str(project / "sub"))  # (the inputs are not there)
+    assert "error[E0501]" in proc.stderr
+    assert f"relative to the base folder {project / 'sub'} (--base-dir)" in proc.stderr
+
+
 # ---- unsafe sink paths at check time ---------------------------------------------------------------------
 
 
@@ -243,6 +272,12 @@ def test_run_refuses_a_sink_to_the_project_folder_without_touching_it(tmp_path, 
     ('csv("out/x", partition_by = (k, v))', "E0406", "every field"),
     ('csv("out/x", single_file = true, mode = "append")', "E0406", "append"),
     ('csv("out/x", single_file = true, partition_by = (k))', "E0406", "partition_by"),
+    # a value without its quotes is a name: the hint writes it as the string it is
+    ('csv("out/x", mode = overwrite)', "E0405", 'write it in quotes: mode = "overwrite"'),
+    ('csv("out/x", mode = apend)', "E0405", 'write it in quotes: mode = "append"'),
+    ('csv("out/x", mode = replace)', "E0405", '"error_if_exists", "overwrite" or "append"'),
+    ('csv("out/x", single_file = yes)', "E0405", "single_file = true"),
+    ('csv("out/x", sep = tab)', "E0104", 'written in quotes: sep = "tab"'),
 ])
 def test_sink_options_are_checked(tmp_path, sink, code, words):
     two_inputs(tmp_path)
@@ -251,6 +286,23 @@ def test_sink_options_are_checked(tmp_path, sink, code, words):
     assert [d.code for d in result.errors] == [code], [d.render() for d in result.errors]
     d = result.errors[0]
     assert words in d.message + " ".join(d.hints), d.render(text)
+
+
+def test_the_checker_and_the_runtime_take_the_same_sink_modes(tmp_path):
+    """One table (stdlib/sinks.py): every mode the checker accepts is one the runtime knows, and a mode the
+    checker refuses (a job.py edited by hand) is refused by the runtime too, not taken for "no mode"."""
+    from scopeflow.runtime import targets
+    from scopeflow.runtime.filesystems import LOCAL
+
+    two_inputs(tmp_path)
+    (tmp_path / "out" / "x").mkdir(parents=True)
+    (tmp_path / "out" / "x" / "important.txt").write_text("keep me")
+    for mode in ("error_if_exists", "overwrite", "append", "apend"):
+        text = textwrap.dedent(SOURCES).lstrip() + f'sink a -> csv("out/x", mode = "{mode}")\n'
+        accepted = not check_flow(text, str(tmp_path / "t.flow"), str(tmp_path)).errors
+        problem = targets.check(LOCAL, str(tmp_path / "out" / "x"), mode)
+        assert accepted == (problem is None or problem.code != "E0405"), mode
+    assert targets.check(LOCAL, str(tmp_path / "out" / "y"), "apend").code == "E0405"
 
 
 # ---- what a sink writes (real Spark) -------------------------------------------------------------------------
@@ -425,6 +477,129 @@ def test_append_killed_at_the_commit_and_resumed_adds_each_run_once(spark, tmp_p
     assert proc.returncode == 0, proc.stderr
     assert output_rows(target) == once + once + once
     assert not leftovers(tmp_path / "out")
+
+
+def killed_and_resumed(flow, ck, fault):
+    """Run `flow` with a checkpoint, killed by SIGKILL at fault point `fault`, then `--resume` it: the resumed
+    run's process."""
+    def run(*args, fault=None):
+        env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
+        if fault:
+            env["SCOPEFLOW_FAULT"] = fault
+        return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    proc = run(fault=fault)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return run("--resume")
+
+
+def test_sinks_committed_and_logged_before_a_kill_do_not_refuse_the_resumed_run(tmp_path):
+    """Killed once three of four sinks (one of each mode) committed and were logged in the checkpoint's
+    sinks.json: the resumed run is not refused by its own outputs (an `error_if_exists` target it wrote
+    itself), skips them, writes the last one, and appends nothing twice."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/e", header = true, mode = "error_if_exists")
+        sink a | union(b) -> csv("out/n", header = true)
+        sink b -> csv("out/p", header = true, mode = "append")
+        sink a | union(b) -> csv("out/last", header = true, mode = "error_if_exists")
+    """)
+    proc = killed_and_resumed(flow, str(tmp_path / "ck"), "sink-logged@3")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    assert output_rows(out / "e") == reference_rows(a)
+    assert output_rows(out / "n") == reference_rows(a, b)
+    assert output_rows(out / "p") == reference_rows(b)
+    assert output_rows(out / "last") == reference_rows(a, b)
+    assert not leftovers(out)
+
+
+def test_an_error_if_exists_sink_committed_but_not_logged_before_a_kill_does_not_refuse_the_resumed_run(tmp_path):
+    """Killed just after the first sink's commit, before the run logged it: its target's marker names the
+    commit of this run (the same when resumed), so the resumed run knows the target as its own."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/e", header = true, mode = "error_if_exists")
+        sink b -> csv("out/f", header = true, mode = "error_if_exists")
+    """)
+    ck = str(tmp_path / "ck")
+    proc = killed_and_resumed(flow, ck, "sink-committed")
+    assert proc.returncode == 0, proc.stderr
+    assert output_rows(tmp_path / "out" / "e") == reference_rows(a)
+    assert output_rows(tmp_path / "out" / "f") == reference_rows(b)
+    assert not leftovers(tmp_path / "out")
+
+    # a new run (not resumed) is another run: its error_if_exists targets exist, so it is refused
+    proc = subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2 and "error[E0403]" in proc.stderr, proc.stderr
+
+
+# ---- one writer per target at a time ---------------------------------------------------------------------------
+
+
+def lock_of(target, pid: int, host=None) -> None:
+    """The lock a run writing `target` holds: `<target>.__lock`, naming its host and process."""
+    import socket
+
+    with open(f"{target}.__lock", "w", encoding="utf-8") as fh:
+        json.dump({"host": host or socket.gethostname(), "pid": pid, "commit": "0" * 16, "since": 0}, fh)
+
+
+def test_a_target_another_live_run_is_writing_is_refused_before_spark_and_left_alone(tmp_path):
+    """A second run into a target a live run is writing would delete that run's staging folder (`recover`):
+    it is refused, naming the process, and touches nothing."""
+    two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a -> csv("out/x", header = true, mode = "append")
+    """)
+    (tmp_path / "out").mkdir()
+    staging = tmp_path / "out" / "x.__staging-0123456789ab"  # the live run's write in progress
+    staging.mkdir()
+    (staging / "part-00000.csv").write_text("k,v\n1,1\n")
+    lock_of(tmp_path / "out" / "x", os.getpid())  # this test's process: alive
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0408]" in proc.stderr and f"process {os.getpid()}" in proc.stderr, proc.stderr
+    assert str(tmp_path / "out" / "x") in proc.stderr and "x.__lock" in proc.stderr
+    assert (staging / "part-00000.csv").exists()
+    assert sorted(os.listdir(tmp_path / "out")) == ["x.__lock", "x.__staging-0123456789ab"]
+
+    lock_of(tmp_path / "out" / "x", 1, host="another-host")  # a host whose processes this one cannot see
+    proc = run_refused(tmp_path, flow)
+    assert "error[E0408]" in proc.stderr and "another-host" in proc.stderr and "delete" in proc.stderr
+
+
+def test_a_lock_whose_process_is_gone_is_taken_over(spark, tmp_path):
+    """A run killed while it wrote leaves its lock: the next write (resumed or not) takes it over, puts the
+    target in order and writes; the lock goes when the write ends."""
+    a, b = two_inputs(tmp_path)
+    flow = write_flow(tmp_path, SOURCES + """
+        sink a | union(b) -> csv("out/x", header = true)
+    """)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x.__staging-0123456789ab").mkdir()  # the dead run's write
+    lock_of(tmp_path / "out" / "x", gone.pid)
+    run_file(flow, spark=spark)
+    assert output_rows(tmp_path / "out" / "x") == reference_rows(a, b)
+    assert not leftovers(tmp_path / "out")
+
+
+def test_the_write_itself_refuses_a_target_another_live_run_holds(spark, tmp_path):
+    """The lock is taken by the write (any file system), not only looked at before Spark starts."""
+    from scopeflow.runtime import sinks
+
+    two_inputs(tmp_path)
+    target = tmp_path / "out" / "x"
+    (tmp_path / "out").mkdir()
+    lock_of(target, os.getppid())  # a live process that is not this one
+    df = spark.createDataFrame([(1, 2)], "k long, v long")
+    with pytest.raises(RuntimeFailure) as info:
+        sinks.write_atomically(spark, df, "csv", str(target), {"header": True})
+    assert info.value.code == "E0408"
+    assert sorted(os.listdir(tmp_path / "out")) == ["x.__lock"]
 
 
 # ---- the same protocol through Hadoop's FileSystem API (hdfs://, s3a://... take this path) ------------------
