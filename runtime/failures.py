@@ -317,7 +317,11 @@ def _out_of_memory(f: Found) -> Told:
 
 
 def _path_in(text: str) -> Optional[str]:
-    """The path in an OS error's message: `/x/y (Permission denied)`, `Permission denied: /x/y`, `/x/y`."""
+    """The path in an OS error's message: `/x/y (Permission denied)`, `Permission denied: /x/y`, `/x/y`, and
+    Python's `[Errno 13] Permission denied: '/x/y'`."""
+    m = re.match(r"^\[Errno \d+\] [^:]+: '(.*)'$", text)
+    if m:
+        return m.group(1)
     m = re.match(r"^(.*?) \((Permission denied|Operation not permitted)\)$", text)
     if m:
         return m.group(1)
