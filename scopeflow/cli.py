@@ -62,6 +62,11 @@ def flow_files(paths: list[str]) -> list[str]:
     return out
 
 
+def _no_files(named: list[str]) -> int:
+    print(f"error: no .flow files in {', '.join(named)}", file=sys.stderr)
+    return ExitCode.USAGE
+
+
 def _worst(codes: list[int]) -> int:
     """The exit code of a command over several files: usage problems first, then compile errors."""
     for code in (ExitCode.USAGE, ExitCode.COMPILE):
@@ -85,8 +90,7 @@ def _parent_made(path: str) -> bool:
 def cmd_check(args) -> int:
     files = flow_files(args.files)
     if not files:
-        print(f"error: no .flow files in {', '.join(args.files)}", file=sys.stderr)
-        return ExitCode.USAGE
+        return _no_files(args.files)
     codes = []
     for path in files:
         code, plan = _checked(path)
@@ -110,8 +114,7 @@ def cmd_compile(args) -> int:
 
     files = flow_files(args.files)
     if not files:
-        print(f"error: no .flow files in {', '.join(args.files)}", file=sys.stderr)
-        return ExitCode.USAGE
+        return _no_files(args.files)
     several = len(files) > 1 or any(os.path.isdir(p) for p in args.files)
     if several and args.output in (None, "-"):
         print("error: compiling several files needs -o DIR (one script per file: DIR/NAME.py)", file=sys.stderr)
