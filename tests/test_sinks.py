@@ -454,11 +454,7 @@ def test_append_killed_at_the_commit_and_resumed_adds_each_run_once(spark, tmp_p
     ck = str(tmp_path / "ck")
 
     def run(*args, fault=None):
-        env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
-        if fault:
-            env["SCOPEFLOW_FAULT"] = fault
-        return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
-                              capture_output=True, text=True, timeout=600)
+        return run_with_checkpoint(flow, ck, *args, fault=fault)
 
     # killed between moving the part files in: the next write takes the moved ones back out
     proc = run(fault="sink-commit")
@@ -479,15 +475,20 @@ def test_append_killed_at_the_commit_and_resumed_adds_each_run_once(spark, tmp_p
     assert not leftovers(tmp_path / "out")
 
 
+def run_with_checkpoint(flow, ck, *args, fault=None):
+    """`scopeflow run flow --checkpoint ck ARGS` as a process, SIGKILLed at fault point `fault` if given."""
+    env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
+    if fault:
+        env["SCOPEFLOW_FAULT"] = fault
+    return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
 def killed_and_resumed(flow, ck, fault):
     """Run `flow` with a checkpoint, killed by SIGKILL at fault point `fault`, then `--resume` it: the resumed
     run's process."""
     def run(*args, fault=None):
-        env = {k: v for k, v in os.environ.items() if k != "SCOPEFLOW_FAULT"}
-        if fault:
-            env["SCOPEFLOW_FAULT"] = fault
-        return subprocess.run(scopeflow_cmd("run", flow, "--quiet", "--checkpoint", ck, *args), env=env,
-                              capture_output=True, text=True, timeout=600)
+        return run_with_checkpoint(flow, ck, *args, fault=fault)
 
     proc = run(fault=fault)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
