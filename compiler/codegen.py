@@ -24,7 +24,7 @@ from scopeflow.dsl.diagnostics import InternalError
 from scopeflow.version import __version__
 
 RESERVED = {"F", "sf", "sys", "run", "rnd", "ctx", "pipeline", "main", "PARAMS", "CONFIG", "PIPELINE", "FLOW_FILE",
-            "FINGERPRINT", "UDFS", "OPERATORS", "SOURCES", "SINKS", "Window"}
+            "FINGERPRINT", "UDFS", "OPERATORS", "SOURCES", "STREAMS", "SINKS", "Window"}
 JOIN_HOW = {"inner": "inner", "left": "left", "right": "right", "full": "full", "semi": "left_semi",
             "anti": "left_anti"}
 
@@ -92,16 +92,21 @@ class Codegen:
                 "# determines its output. A snapshot is checked against these and the inputs (SOURCES)."]
         out += ["OPERATORS = {"] + [f"    {_py(nid)}: {self.operator_record(n)}," for nid, n in p.nodes.items()]
         out += ["}"]
-        sources = [n for n in p.nodes.values() if isinstance(n, ops.Source) and n.format != "table" and n.path is not None]
+        sources = [n for n in p.nodes.values() if isinstance(n, ops.Source) and n.format != "table" and n.path is not None
+                   and not n.streaming]
         out += ["# Every file source: what a run checks before Spark starts (its files, their fields, `on_error`)."]
         out += ["SOURCES = {"] + [f"    {_py(n.id)}: {self.source_record(n)}," for n in sources] + ["}"]
+        streams = [n for n in p.nodes.values() if isinstance(n, ops.Source) and n.streaming]
+        if streams:
+            out += ["# Every `stream` source: its input so far is what each epoch runs the pipeline over (runtime/streaming.py)."]
+            out += ["STREAMS = {"] + [f"    {_py(n.id)}: {self.source_record(n, 'Stream')}," for n in streams] + ["}"]
         out += ["# Every sink: what a run checks before Spark starts (where it writes, what it may replace)."]
         out += ["SINKS = ["] + [f"    {self.sink_record(s)}," for s in p.sinks] + ["]"]
         return out
 
-    def source_record(self, n: ops.Source) -> str:
+    def source_record(self, n: ops.Source, kind: str = "Source") -> str:
         options = "{" + ", ".join(f"{_py(k)}: {self.constant(v)}" for k, v in n.options) + "}"
-        return f"sf.Source({_py(n.format)}, {self.constant(n.path)}, {_py(n.schema.ddl())}, {options})"
+        return f"sf.{kind}({_py(n.format)}, {self.constant(n.path)}, {_py(n.schema.ddl())}, {options})"
 
     def sink_record(self, sink) -> str:
         path = self.constant(sink.path) if sink.path is not None else "None"
@@ -192,6 +197,8 @@ class Codegen:
     def statement_value(self, node: ops.Operator, ctx: str, used: list) -> Optional[str]:
         """The code of the statement that computes `node` in its scope's function, or None (a variable or
         import is a parameter; an operator inside a chain is computed by its chain)."""
+        if isinstance(node, ops.Source) and node.streaming:
+            return f"{ctx}.stream({_py(node.id)})"
         if isinstance(node, ops.Source):
             return (f"{ctx}.read({_py(node.id)}, {_py(node.format)}, {self.value(node.path, ctx)}, "
                     f"{_py(node.schema.ddl())}, {self.options(node.options, ctx)})")

@@ -41,6 +41,7 @@ def ast_to_plan(program: A.Program, base_dir: Optional[str] = None, loader=None)
     for stmt in program.stmts:
         lower_statement(lw, stmt, top, in_def=False)
     sources.check_sink_paths(lw)
+    sources.check_stream_sinks(lw)
     return lw.plan.freeze(lw.decl.params, lw.decl.config, lw.decl.udfs), lw.diags
 
 

@@ -84,6 +84,8 @@ def _read(lw: Lowering, src: A.ReadSource):
     path, options = _arguments(lw, src.args, f"`{src.format}`", None)
     if not src.streaming:
         _check_options(lw, src)
+    else:
+        _check_stream_options(lw, src, path, dict(options))
     if path is None and src.format != "rate":
         lw.fail("E0114", f"`read {src.format}(...)` needs a path", src.span, "missing path",
                 [f"e.g. `read {src.format}(\"data/input\")`; a relative path is relative to the .flow file"])
@@ -101,6 +103,69 @@ def _read(lw: Lowering, src: A.ReadSource):
     if src.schema is not None and src.format in FIELD_CHECKED and not src.streaming:
         _check_fields(lw, src, path, options, schema)
     return schema, path, options
+
+
+# `stream files(PATH, format = ..., max_files_per_epoch = N, ...)`: the formats its files may have; `stream
+# rate(rows_per_second = N)`: its one option. Other options of `files` go to Spark's reader of the format, as
+# for `read` (docs/language.md#streaming).
+STREAM_FILE_FORMATS = ("csv", "json", "parquet")
+STREAM_COUNTS = {"files": ("max_files_per_epoch",), "rate": ("rows_per_second",)}
+
+
+def _check_stream_options(lw: Lowering, src: A.ReadSource, path, options: dict) -> None:
+    """A `stream` source's options: `files` needs a path and `format`; the counts are positive whole numbers."""
+    what = f"`stream {src.format}`"
+    given = {a.name: a for a in src.args if a.name is not None}
+    if src.format == "rate":
+        if path is not None:
+            lw.fail("E0114", f"{what} takes no path", src.args[0].span, "a path",
+                    ["stream rate(rows_per_second = 100) makes its own rows (timestamp, value)"])
+        for name, a in given.items():
+            if name != "rows_per_second":
+                lw.fail("E0114", f"{what} has no option `{name}`", a.span, "unknown option",
+                        did_you_mean(name, ("rows_per_second",)) or ["its one option is rows_per_second"])
+        if "rows_per_second" not in given:
+            lw.fail("E0114", f"{what} needs `rows_per_second`", src.span, "how many rows",
+                    ["e.g. stream rate(rows_per_second = 100)"])
+    else:
+        fmt = given.get("format")
+        if fmt is None:
+            lw.fail("E0114", f"{what} needs the format of its files", src.span, "no format",
+                    ['add format = "csv", "json" or "parquet": stream files("in", format = "csv") schema (...)'])
+        value = options.get("format")
+        if value not in STREAM_FILE_FORMATS:
+            shown = f"param `{value.name}`" if isinstance(value, ops.ParamRef) else _shown_value(value)
+            lw.fail("E0114", f"`format` is {_choices(STREAM_FILE_FORMATS)}, not {shown}", fmt.span, "not a format",
+                    did_you_mean(str(value), STREAM_FILE_FORMATS) if isinstance(value, str) else
+                    ["the format is a constant: the stream's checkpoint is bound to it"])
+        for name, a in given.items():
+            if name.lower() in OWNED_OPTIONS or name.lower() in STREAM_OWNED:
+                lw.fail("E0114", f"{what} option `{name}` is set by scopeflow", a.span, "set by scopeflow",
+                        [OWNED_OPTIONS.get(name.lower()) or STREAM_OWNED[name.lower()]])
+            if name == "on_error" and options[name] not in ON_ERROR_MODES and not isinstance(options[name],
+                                                                                           ops.ParamRef):
+                lw.fail("E0114", f"`on_error` is {_choices(tuple(ON_ERROR_MODES))}, not {_shown_value(options[name])}",
+                        a.span, "not one of these", did_you_mean(str(options[name]), ON_ERROR_MODES))
+    for name in STREAM_COUNTS[src.format]:
+        a = given.get(name)
+        if a is None:
+            continue
+        value = options[name]
+        if isinstance(value, ops.ParamRef):
+            if lw.decl.params[value.name][0] not in ("long", "int"):
+                lw.fail("E0117", f"param `{value.name}` is {lw.decl.params[value.name][0]}, `{name}` takes a whole "
+                        "number", a.span, "not a number", [f"declare it: param {value.name}: long = 1"])
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            lw.fail("E0114", f"`{name}` is a whole number of at least 1, not {_shown_value(value)}", a.span,
+                    "not a count", [f"e.g. {name} = 10"])
+
+
+# Spark file-stream options scopeflow sets itself, so that every file is read exactly once, in the epoch after it
+# appears (docs/language.md#streaming).
+STREAM_OWNED = {o.lower(): "scopeflow reads every file that appears in the folder, once, whatever its age or "
+                "order; `max_files_per_epoch` bounds an epoch" for o in
+                ("maxFileAge", "latestFirst", "maxFilesPerTrigger", "maxBytesPerTrigger", "cleanSource",
+                 "sourceArchiveDir", "fileNameOnly", "maxCachedFiles", "discardCachedInputRatio")}
 
 
 def _check_options(lw: Lowering, src: A.ReadSource) -> None:
@@ -411,6 +476,24 @@ def check_sink_paths(lw: Lowering) -> None:
                     "each sink needs a folder of its own, apart from the others'")
             continue
         earlier.append((sink.span.line if sink.span else 0, full))
+
+
+def check_stream_sinks(lw: Lowering) -> None:
+    """A streaming pipeline's sinks hold the result over all input so far and are replaced once per epoch,
+    exactly once: a file sink that replaces its target, or `console`. `append` (each epoch would add the whole
+    result again) and `table` (a catalog table cannot be committed once per epoch) are E0407."""
+    if not lw.plan.streaming:
+        return
+    for sink in lw.plan.sinks:
+        mode = dict(sink.options).get("mode")
+        if sink.format == "table":
+            lw.error("E0407", "a streaming pipeline cannot write a `table` sink: it is replaced every epoch, and a "
+                     "catalog table cannot be committed exactly once per epoch", sink.span, "not exactly once",
+                     ["write files (csv, json or parquet): each epoch replaces the folder atomically, once"])
+        elif mode == "append":
+            lw.error("E0407", 'a streaming sink cannot take `mode = "append"`: after every epoch it holds the '
+                     "result over all input so far, which appending would add again", sink.span, "append",
+                     ['leave `mode` out (or "overwrite"): each epoch replaces the folder atomically'])
 
 
 def _unsafe(lw: Lowering, sink: Sink, message: str, hint: str) -> None:

@@ -13,6 +13,7 @@ _EXPORTS = {
     "LoopSpec": "scopeflow.runtime.spec",
     "Emit": "scopeflow.runtime.spec",
     "Source": "scopeflow.runtime.spec",
+    "Stream": "scopeflow.runtime.spec",
     "Sink": "scopeflow.runtime.spec",
     "HEAD": "scopeflow.runtime.spec",
     "FEEDBACK": "scopeflow.runtime.spec",

@@ -27,7 +27,8 @@ def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
     if not writes:
         return
     p.add_argument("--report", metavar="RUN.json", help="write per-round, per-operator statistics as JSON")
-    p.add_argument("--checkpoint", metavar="DIR", help="snapshot directory (default .scopeflow/<pipeline>/)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="snapshot directory; a streaming pipeline's offsets and state (default .scopeflow/<pipeline>/)")
     p.add_argument("--snapshot-every", type=int, metavar="N", help="rounds between snapshots (default 10)")
     p.add_argument("--snapshot-mode", choices=("persist", "recompute"), default=None,
                    help="persist loop state (default) or only positions (recompute on recovery)")
@@ -35,6 +36,11 @@ def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
     p.add_argument("--keep-snapshots", type=int, default=3, metavar="K", help="snapshots to keep (default 3)")
     p.add_argument("--resume", action="store_true", help="continue from the latest complete snapshot")
     p.add_argument("--no-snapshots", action="store_true", help="take no snapshots")
+    p.add_argument("--trigger", metavar="WHEN",
+                   help="streaming pipelines: available-now (process what is there, then stop), once, or "
+                        "processing-time=DURATION (default processing-time=10s: run until stopped)")
+    p.add_argument("--full-refresh", action="store_true",
+                   help="streaming pipelines: drop the checkpoint's state and offsets, recompute from all input")
 
 
 class UsageError(Exception):

@@ -143,6 +143,8 @@ class RunContext:
         self._handles: dict = {}
         self._notes: set = set()
         self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
+        self.epoch = None  # streaming.Epoch: the epoch this run is (a streaming pipeline runs once per epoch)
+        self._cached: list = []  # DataFrames this run persisted (`share`, `prepare_import`): freed by `close`
         prepare(spark)  # user functions by value; the runtime zip to cluster and Connect workers
 
     # ---- settings and small shared things ------------------------------------------------------------
@@ -294,8 +296,36 @@ class RunContext:
         reader = self.spark.read.options(**opts)
         if read_schema:
             reader = reader.schema(read_schema)
-        df = getattr(reader, fmt)(full)
+        df = reader.format(fmt).load(full) if isinstance(full, list) else getattr(reader, fmt)(full)
         return df.select(*ddl_columns(schema)) if schema else df
+
+    def stream(self, op: str) -> DataFrame:
+        """A `stream` source: its input so far, as of this epoch (runtime/streaming.py)."""
+        if self.epoch is None:
+            raise RuntimeFailure(f"{self.describe(op)} is a `stream` source, run outside an epoch",
+                                 hint="this is a scopeflow bug: please report it")
+        return self.epoch.inputs[op]
+
+    def read_files(self, op: str, fmt: str, files: list, schema: str, options: dict) -> DataFrame:
+        """The files of a `stream files(...)` source that appeared in an epoch, read as a `read` source reads
+        its files: a CSV file with a header by name (files whose headers differ in order are read apart),
+        `on_error`, a failure naming the file."""
+        action = failures.Action(self.describe(op), self.where(op), doing="reading")
+        opts = inputs.reader_options(fmt, options)
+        fields = tuple((n, failures.flow_type(t)) for n, t in _ddl_fields(schema))
+        with self.acting(action):
+            groups: dict = {}
+            for f in files:
+                groups.setdefault(self._checked_header(op, fmt, f, schema, opts), []).append(f)
+            frames = []
+            for header, group in groups.items():
+                folder = os.path.dirname(group[0]) if len(group) > 1 else group[0]
+                self.inputs[op] = failures.Input(self.describe(op), self.where(op), folder, fmt, fields, opts, header)
+                frames.append(self._reader(fmt, group, schema, opts, header))
+            out = frames[0]
+            for df in frames[1:]:
+                out = out.unionByName(df)
+            return out
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
         return self.spark.createDataFrame(rows, schema)
@@ -322,14 +352,18 @@ class RunContext:
 
     def share(self, df: DataFrame, op: str) -> DataFrame:
         """A pipeline stream read by several operators: cache it so it is computed once."""
-        return df.persist()
+        df = df.persist()
+        self._cached.append(df)
+        return df
 
     def prepare_import(self, df: DataFrame, keys: list) -> DataFrame:
         """A loop import: replayed every round, so cache it once per activation, partitioned by
         the columns the body joins it on (the join then needs no shuffle of the import)."""
         if keys:  # sorted too: the body's sort-merge joins then need no per-round sort of the import
             df = df.repartition(self.partitions, *keys).sortWithinPartitions(*keys)
-        return df.persist()
+        df = df.persist()
+        self._cached.append(df)
+        return df
 
     # ---- loops ------------------------------------------------------------------------------------------
 
@@ -446,6 +480,15 @@ class RunContext:
         if self.snapshots is not None:
             self.snapshots.finished()
 
+    def close(self) -> None:
+        """Free what this run cached (a streaming pipeline runs once per epoch in one session)."""
+        for df in self._cached:
+            try:
+                df.unpersist()
+            except Exception:  # noqa: BLE001 - a session going away frees them anyway
+                pass
+        self._cached.clear()
+
     # ---- sinks ------------------------------------------------------------------------------------------
 
     def sink(self, op: str, df: DataFrame, fmt: str, path: Optional[str], options: dict, at: tuple = ()) -> None:
@@ -473,11 +516,17 @@ class RunContext:
 
             obs = Observation(f"sink:{op}")  # the records written, counted by the write itself
             df = df.observe(obs, self.counters.column)
-        # an append's commit id: the same when this run is resumed, so a commit made before a crash is seen
+        # an append's commit id: the same when this run is resumed, so a commit made before a crash is seen;
+        # in a streaming pipeline, (query, epoch): a replayed epoch finds its commit and writes nothing
         token = self.snapshots.token if self.snapshots is not None else self.run_id
+        extra = {}
+        if self.epoch is not None:
+            token, extra = self.epoch.token, {"query": self.epoch.query, "epoch": self.epoch.number}
+            if options.get("mode") == "error_if_exists":  # checked when the query started; the target is its own
+                options = {k: v for k, v in options.items() if k != "mode"}
         commit = targets.commit_id(token, key)
         written = sink_io.write_atomically(self.spark, df, fmt, target, options, commit=commit,
-                                           pipeline=self.pipeline, at=self.where(op, at))
+                                           pipeline=self.pipeline, at=self.where(op, at), extra=extra)
         if not written:
             self.progress.trace(f"sink {target}: committed before the restart (commit {commit}), skipped")
         if self.snapshots is not None:

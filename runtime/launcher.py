@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 import uuid
 from typing import Optional
 
@@ -22,25 +23,38 @@ from scopeflow.runtime.preflight import flow_dir, preflight
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused, read_sink_log
-from scopeflow.runtime.spec import sources
+from scopeflow.runtime.spec import sources, streams
+from scopeflow.runtime.streaming import StreamOptions, StreamRun, Trigger, restarted
 from scopeflow.runtime.termination import LoopMaxError
 
 
 def execute(module, params: Optional[dict] = None, spark=None, master=None, remote=None, conf=None, quiet=True,
             trace=False, verbose=False, report: Optional[str] = None, raise_errors: bool = False,
-            diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None, base_dir: Optional[str] = None):
-    """Run a generated pipeline module. Returns (exit code, the run: `RunContext`, None if it never started)."""
+            diagnostics: bool = False, snapshots: Optional[SnapshotOptions] = None, base_dir: Optional[str] = None,
+            stream: Optional[StreamOptions] = None):
+    """Run a generated pipeline module. Returns (exit code, the run: `RunContext`, None if it never started;
+    for a streaming pipeline its last epoch's)."""
     progress = Progress(enabled=not quiet)
-    run = interrupts = None
+    run = interrupts = streaming = None
     status, code, message = "ok", ExitCode.OK, None
     try:
         values = params if params is not None else parse_params(module.PARAMS, [])
         base_dir = os.path.abspath(base_dir) if base_dir else flow_dir(module)
-        wanted = snapshots is not None and snapshots.wanted(module)
-        checkpoint = snapshots.root(module.PIPELINE) if wanted else None
+        is_stream = bool(streams(module))
+        stream = stream or StreamOptions()
+        if not is_stream and (stream.trigger or stream.full_refresh):
+            raise RunRefused(f"{'--trigger' if stream.trigger else '--full-refresh'}: pipeline `{module.PIPELINE}` "
+                             "reads no `stream` source; it runs once over its input",
+                             hint="leave the option out (--trigger and --full-refresh are for streaming pipelines)")
+        wanted = is_stream or (snapshots is not None and snapshots.wanted(module))
+        checkpoint = (snapshots or SnapshotOptions()).root(module.PIPELINE) if wanted else None
         # `--resume`: the run it continues may have committed some sinks (its targets are its own, not refused)
-        resumed = read_sink_log(checkpoint, module.FINGERPRINT) if wanted and snapshots.resume else None
-        preflight(module, values, base_dir, checkpoint, resumed)
+        resumed = (read_sink_log(checkpoint, module.FINGERPRINT) if wanted and not is_stream and snapshots.resume
+                   else None)
+        if is_stream:
+            Trigger.parse(stream.trigger)  # a bad --trigger is told before anything starts
+        preflight(module, values, base_dir, checkpoint, resumed,
+                  restarted=is_stream and not stream.full_refresh and restarted(checkpoint))
         if report:
             _report_folder(report)
         if spark is None:
@@ -49,6 +63,15 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             config = {}  # the session was built with them
         else:  # a caller's session: this run's `config` applies to this run only
             config = module.CONFIG
+        if is_stream:
+            with settings(spark, config, on_fixed=_fixed):
+                streaming = StreamRun(spark, module, values, progress, stream, checkpoint, base_dir, trace=trace,
+                                      detailed=bool(report), diagnostics=diagnostics, report_path=report)
+                try:
+                    streaming.run()
+                finally:
+                    run = streaming.last_run
+            return _streamed(streaming, progress, report)
         tag = f"scopeflow-{uuid.uuid4().hex[:12]}"  # the run's Spark jobs: what Ctrl-C cancels
         with settings(spark, config, on_fixed=_fixed), stop_on_interrupt(spark, tag) as interrupts:
             run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics,
@@ -66,7 +89,10 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
         if raise_errors:
             raise
     finally:
-        if run is not None and report:
+        if streaming is not None and report and code != ExitCode.OK:
+            with contextlib.suppress(OSError):
+                streaming.write_report(status, message)
+        elif streaming is None and run is not None and report:
             try:
                 run.report.write(report, status, message)
             except OSError as err:  # the run's outputs stand; its report is lost, and the exit code says so
@@ -79,6 +105,21 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
     if code != ExitCode.OK:
         keep_jvm_log()  # the process's JVM log stays for a look (it is removed at exit when every run succeeded)
     return code, run
+
+
+def _streamed(streaming: StreamRun, progress: Progress, report: Optional[str]):
+    """The end of a streaming run that did not fail: its report, its last line; (exit code, last epoch's run)."""
+    stopped = streaming.stop_message()
+    if report:
+        streaming.write_report("stopped" if stopped else "ok")
+    if stopped:
+        print(stopped, file=sys.stderr)
+    epochs = len(streaming.epochs)
+    last = streaming.manifest["epoch"] if streaming.manifest is not None else None
+    progress.trace(f"{epochs} epoch{'s' if epochs != 1 else ''} run" +
+                   (f"; committed up to epoch {last}" if last is not None else "") +
+                   f" in {time.perf_counter() - streaming.started:.1f}s")
+    return ExitCode.OK, streaming.last_run
 
 
 def _report_folder(report: str) -> None:
@@ -143,7 +184,8 @@ def run_with_arguments(module, args) -> int:
         return ExitCode.USAGE
     code, _ = execute(module, params=params, master=args.master, remote=args.remote, conf=conf, quiet=args.quiet,
                       trace=args.trace, verbose=args.verbose, report=args.report, snapshots=_snapshot_options(args),
-                      base_dir=getattr(args, "base_dir", None))
+                      base_dir=getattr(args, "base_dir", None),
+                      stream=StreamOptions(getattr(args, "trigger", None), getattr(args, "full_refresh", False)))
     return code
 
 

@@ -14,7 +14,7 @@ from typing import Optional
 from scopeflow.runtime import targets
 from scopeflow.runtime.errors import Position, RunRefused, shown_path
 from scopeflow.runtime.filesystems import LOCAL
-from scopeflow.runtime.spec import Param, ddl_columns, sources, value_of
+from scopeflow.runtime.spec import Param, ddl_columns, sources, streams, value_of
 from scopeflow.stdlib import inputs as files
 from scopeflow.stdlib.paths import CONTAINS, SAME, is_local, local_path, normalized, relation, resolve
 from scopeflow.stdlib.sinks import FILE_SINKS
@@ -75,18 +75,34 @@ def check_inputs(module, params: dict, base_dir: str) -> None:
                 refuse("E0503", problem.message, problem.hint, problem.notes)
 
 
-def check_streaming(module) -> None:
-    """`stream` sources are checked, explained and drawn, but this version cannot run them (issue #23)."""
-    for op, record in module.OPERATORS.items():
-        if record.kind == "source" and record.detail.startswith("stream "):
-            raise RunRefused(f"source `{record.name}` is a `stream` source: this version of scopeflow checks, "
-                             f"explains and draws streaming pipelines but cannot run them yet", code="E0407",
-                             at=source_at(module, op)[1], label="unbounded input",
-                             hint="read the files as they are now with `read FORMAT(PATH, ...)` for a batch run")
+def check_streams(module, params: dict, base_dir: str) -> None:
+    """The folder of every `stream files(...)` source exists and can be read (its files are checked as they
+    appear, each in its epoch)."""
+    for op, stream in streams(module).items():
+        if stream.format != "files":
+            continue
+        raw = value_of(stream.path, params)
+        full = resolve(base_dir, raw)
+        local = local_path(full)
+        if local is None:
+            continue  # on another file system: Spark's listing says
+        name, at = source_at(module, op)
+        what = f"{name}: stream folder {raw}" + (f" (--param {stream.path.name})" if isinstance(stream.path, Param)
+                                                 else "")
+        if not os.path.exists(local) and not files.is_glob(local):
+            raise RunRefused(f"{what} does not exist ({local})", code="E0501", at=at, label="read here",
+                             hint=f"create it (mkdir -p {shown_path(local)}): the stream reads the files that "
+                                  "appear in it")
+        if os.path.exists(local) and not os.path.isdir(local):
+            raise RunRefused(f"{what} is a file, not a folder", code="E0501", at=at, label="read here",
+                             hint="a stream reads the files that appear in a folder: give the folder")
+        if os.path.isdir(local) and not os.access(local, os.R_OK | os.X_OK):
+            raise RunRefused(f"{what} cannot be read: permission denied", code="E0502", at=at, label="read here",
+                             hint=f"give this user read access: chmod -R u+rX {shown_path(local)}")
 
 
 def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
-                resumed: Optional[dict] = None) -> None:
+                resumed: Optional[dict] = None, restarted: bool = False) -> None:
     """Every file sink on this machine: its path is safe (E0401: not the .flow file's folder, nor the base
     folder `--base-dir`, nor one holding them; apart from every input, the other sinks and the checkpoint
     folder; with this run's params), its mode lets it write its target (E0402 files scopeflow did not write,
@@ -101,7 +117,8 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
     protected = [("the folder of the .flow file", normalized(flow_dir(module)))]
     if normalized(base_dir) != protected[0][1]:
         protected.append(("the base folder of relative paths", normalized(base_dir), "--base-dir"))
-    inputs = [(op, resolve(base_dir, value_of(s.path, params))) for op, s in sources(module).items()]
+    given = {**sources(module), **{op: s for op, s in streams(module).items() if s.path is not None}}
+    inputs = [(op, resolve(base_dir, value_of(s.path, params))) for op, s in given.items()]
     inputs = [(f"input {p} ({source_at(module, op)[0]})", normalized(p)) for op, p in inputs if is_local(p)]
     if checkpoint is not None and is_local(checkpoint):
         inputs.append((f"the checkpoint folder {normalized(checkpoint)} (--checkpoint DIR, default "
@@ -135,8 +152,11 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
                        "inputs, the other sinks and the checkpoint folder")
         key = targets.sink_key(sink.op, sink.format, path)  # as the run names it
         commit = targets.commit_id(token, key) if token else ""
+        mode = sink.option("mode", params)
+        if restarted and mode == "error_if_exists":  # a streaming query restarted: the target is its own
+            mode = None
         problem = None if key in done else (targets.busy(LOCAL, full, commit)
-                                            or targets.check(LOCAL, full, sink.option("mode", params), commit)
+                                            or targets.check(LOCAL, full, mode, commit)
                                             or targets.writable(full))
         if problem is not None:
             refuse(problem.code, problem.message, problem.hint, problem.notes)
@@ -144,9 +164,9 @@ def check_sinks(module, params: dict, base_dir: str, checkpoint: Optional[str] =
 
 
 def preflight(module, params: dict, base_dir: str, checkpoint: Optional[str] = None,
-              resumed: Optional[dict] = None) -> None:
+              resumed: Optional[dict] = None, restarted: bool = False) -> None:
     """Refuse a run whose inputs or outputs are known to be wrong before Spark starts. `checkpoint`: the
     snapshot folder of a run that takes snapshots; `resumed`: the sink log of the run a `--resume` continues."""
-    check_streaming(module)
+    check_streams(module, params, base_dir)
     check_inputs(module, params, base_dir)
-    check_sinks(module, params, base_dir, checkpoint, resumed)
+    check_sinks(module, params, base_dir, checkpoint, resumed, restarted)

@@ -57,7 +57,7 @@ def recover(fs: Files, target: str) -> None:
 
 
 def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict, commit: str = "",
-                     pipeline: str = "", at: Optional[Position] = None) -> bool:
+                     pipeline: str = "", at: Optional[Position] = None, extra: Optional[dict] = None) -> bool:
     """Write `df` to `target` as the sink's options say. False: commit `commit` is already in the target (a
     resumed run whose sink committed before the kill), nothing written."""
     if fmt == "table":
@@ -70,13 +70,13 @@ def write_atomically(spark, df: DataFrame, fmt: str, target: str, options: dict,
     if problem is not None:
         raise RuntimeFailure(problem.message, problem.hint, problem.code, at, "written here", problem.notes)
     try:
-        return _write_locked(fs, df, fmt, target, options, commit, pipeline, at)
+        return _write_locked(fs, df, fmt, target, options, commit, pipeline, at, extra or {})
     finally:
         targets.unlock(fs, target)
 
 
 def _write_locked(fs: Files, df: DataFrame, fmt: str, target: str, options: dict, commit: str, pipeline: str,
-                  at: Optional[Position]) -> bool:
+                  at: Optional[Position], extra: dict) -> bool:
     recover(fs, target)
     mode = options.get("mode")
     if targets.committed(fs, target, commit):
@@ -90,7 +90,7 @@ def _write_locked(fs: Files, df: DataFrame, fmt: str, target: str, options: dict
     files = fs.list_files(staging)
     if options.get("single_file"):
         files = _one_file(fs, staging, files)
-    fs.write_text(fs.join(staging, marker), targets.marker_doc(pipeline, fmt, mode, commit, files))
+    fs.write_text(fs.join(staging, marker), targets.marker_doc(pipeline, fmt, mode, commit, files, extra))
     if mode == "append" and fs.exists(target):
         _move_in(fs, staging, target, files, marker)
     else:

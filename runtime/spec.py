@@ -75,6 +75,26 @@ class Source:
         return {k: value_of(v, params) for k, v in self.options.items()}
 
 
+@frozen
+class Stream:
+    """One `stream` source: `files` (the files that appear in folder `path`, each read once, in the epoch after
+    it appears) or `rate` (rows made by Spark: timestamp, value). Its schema (DDL) and options (constants or
+    `Param`s). Each epoch runs the pipeline over its input so far (runtime/streaming.py)."""
+
+    format: str  # files | rate
+    path: object
+    schema: str = ""
+    options: dict = field(factory=dict)
+
+    def options_in(self, params: dict) -> dict:
+        return {k: value_of(v, params) for k, v in self.options.items()}
+
+
+def streams(module) -> dict:
+    """A generated module's `stream` sources, operator id -> `Stream` (none for a batch pipeline)."""
+    return dict(getattr(module, "STREAMS", {}))
+
+
 def sources(module) -> dict:
     """A generated module's file sources, operator id -> `Source` (a script generated before sources were
     listed with their format has only their paths)."""

@@ -49,9 +49,11 @@ def is_marker(name: str) -> bool:
     return name == MARKER or (name.startswith(MARKER + "-") and "." not in name)
 
 
-def marker_doc(pipeline: str, fmt: str, mode: Optional[str], commit: str, files: list) -> str:
+def marker_doc(pipeline: str, fmt: str, mode: Optional[str], commit: str, files: list,
+               extra: Optional[dict] = None) -> str:
+    """The marker's JSON; `extra`: a streaming sink's query id and epoch."""
     return json.dumps({"written_by": "scopeflow", "pipeline": pipeline, "format": fmt, "mode": mode or "replace",
-                       "commit": commit, "files": sorted(files)}, indent=1)
+                       "commit": commit, **(extra or {}), "files": sorted(files)}, indent=1)
 
 
 def sink_key(op: str, fmt: str, target: str) -> str:

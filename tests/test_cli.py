@@ -273,14 +273,40 @@ def test_a_missing_input_is_refused_before_spark_starts(run_cli, tmp_path):
     assert java.returncode == 4 and "Java was not found" in java.stderr  # the environment does stop Spark
 
 
-def test_a_streaming_pipeline_is_refused_before_spark_starts_not_with_an_internal_error(run_cli, tmp_path):
+def test_the_connected_components_example_over_a_stream_runs_as_a_new_user_tries_it(run_cli, tmp_path):
+    """examples/connected_components.flow with `read csv` replaced by `stream files(...)` (issue #23: this
+    failed with an internal error): `--trigger available-now` reads the folder's files and ends by itself;
+    its sink equals the batch run over the same file."""
     (cc,) = copy_examples(tmp_path, "connected_components.flow")
     text = open(cc).read().replace('read csv(edges_path, header = true)',
-                                   'stream files("data", format = "csv", max_files_per_epoch = 1)')
+                                   'stream files("incoming", format = "csv", header = true, max_files_per_epoch = 1)')
+    flow = tmp_path / "streaming.flow"
+    flow.write_text(text.replace('"out/components"', '"out/streamed"'))
+    assert run_cli("check", str(flow)).returncode == 0
+    missing = run_cli("run", str(flow), "--trigger", "available-now", env=without_java())
+    assert missing.returncode == 2, missing.stderr
+    assert "error[E0501]: source `edges`: stream folder incoming does not exist" in missing.stderr
+    assert "streaming.flow:4:1" in missing.stderr and "mkdir -p" in missing.stderr
+    (tmp_path / "incoming").mkdir()
+    shutil.copy(tmp_path / "data" / "graph.csv", tmp_path / "incoming" / "graph.csv")
+    out = run_cli("run", str(flow), "--trigger", "available-now")
+    assert out.returncode == 0, out.stderr
+    assert "epoch 0: 1 file" in out.stderr + out.stdout
+    batch = run_cli("run", cc)
+    assert batch.returncode == 0, batch.stderr
+    assert Counter(read_output(str(tmp_path / "out" / "streamed"))) == \
+        Counter(read_output(str(tmp_path / "out" / "components")))
+
+
+def test_streaming_options_are_checked_before_spark_starts(run_cli, tmp_path):
+    (cc,) = copy_examples(tmp_path, "connected_components.flow")
+    bad = run_cli("run", cc, "--trigger", "sometimes", env=without_java())
+    assert bad.returncode == 2 and "--trigger" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert "stream" in bad.stderr  # a batch pipeline takes no trigger
+    text = open(cc).read().replace('read csv(edges_path, header = true)',
+                                   'stream files("data", format = "csv", header = true)')
     flow = tmp_path / "streaming.flow"
     flow.write_text(text)
-    assert run_cli("check", str(flow)).returncode == 0
-    out = run_cli("run", str(flow), env=without_java())
-    assert out.returncode == 2, out.stderr  # (without Java, starting Spark would have been exit 4)
-    assert out.stderr.startswith("error[E0407]: source `edges` is a `stream` source")
-    assert "streaming.flow:4:1" in out.stderr and "Traceback" not in out.stderr
+    for trigger, said in (("sometimes", "not a trigger"), ("processing-time=ten", "a number and a unit")):
+        out = run_cli("run", str(flow), "--trigger", trigger, env=without_java())
+        assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -1,0 +1,617 @@
+"""Streaming pipelines (docs/language.md#streaming): a Spark Structured Streaming query whose epochs
+(micro-batches) each run the compiled pipeline, loops included, over all input so far.
+
+The query reads what is new: for `stream files(...)` the names of the files that appeared (Spark's
+`binaryFile` source, which lists files and reads no content unless asked), for `stream rate(...)` its rows.
+Spark's checkpoint (`<checkpoint>/spark`: offsets and commits) decides which epoch holds what, and replays an
+epoch that did not commit with the same files. Each epoch (`foreachBatch`, `StreamRun._epoch`):
+
+1. skips an epoch scopeflow committed already (a replay after a crash between scopeflow's commit and Spark's);
+2. reads the epoch's new files as a `read` source reads files (a CSV header by name, `on_error`, failures
+   naming the file) and writes them to the stream's state as a Parquet part, `state/<source>/e<epoch>`;
+3. runs the pipeline with each `stream` source as its input so far: the parts of the last committed epoch
+   and the new one (a bounded source is read as it is now);
+4. writes every sink atomically, its commit keyed on (query id, epoch): a replayed epoch finds its commit in
+   the target's marker and writes nothing;
+5. commits the epoch: `epoch-<n>.json` (the parts with their checksums, the files read with their size and
+   time), written by one rename. Then Spark writes `commits/<n>`.
+
+The state is the input so far, compacted into one part when it has more than `COMPACT_PARTS`; older manifests
+and parts are deleted once an epoch commits. Loops are recomputed each epoch (the strategy is per loop: the
+incremental one comes with issue #24).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+from typing import Optional
+
+from attrs import define, field, frozen
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from scopeflow.runtime.context import RunContext
+from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown_path
+from scopeflow.runtime.progress import Progress
+from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.spec import Stream, streams, value_of
+from scopeflow.stdlib.paths import local_path, resolve
+
+TRIGGERS = ("available-now", "once", "processing-time=DURATION")
+DEFAULT_TRIGGER = "processing-time=10s"
+COMPACT_PARTS = 16  # a stream's state is rewritten as one part when it has more
+STATE_FORMAT = 1
+IDENTITY = "stream.json"  # what the checkpoint belongs to: the pipeline, its plan and its streams
+# what `binaryFile` lists of each file (its content is never read: Spark reads it only when it is selected)
+LISTING = "path string, modificationTime timestamp, length bigint, content binary"
+# the one shape of every stream source's new records in the query (a union): which source, a file, or a row
+SHAPE = "source string, path string, mtime timestamp, length bigint, ts timestamp, value bigint"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+class UsageProblem(RunRefused):
+    """A bad `--trigger` (exit 2)."""
+
+
+@frozen
+class Trigger:
+    kind: str  # available-now | once | processing-time
+    millis: int = 0  # processing-time: the interval
+
+    @staticmethod
+    def parse(text: Optional[str]) -> "Trigger":
+        text = (text or DEFAULT_TRIGGER).strip()
+        if text in ("available-now", "once"):
+            return Trigger(text)
+        kind, _, value = text.partition("=")
+        if kind == "processing-time":
+            m = _DURATION.match(value.strip())
+            if m and float(m.group(1)) > 0:
+                return Trigger(kind, max(1, int(float(m.group(1)) * _UNIT_MS[m.group(2)])))
+            raise UsageProblem(f"--trigger {text}: the interval is a number and a unit",
+                               hint="e.g. --trigger processing-time=10s (units: ms, s, m, h)")
+        raise UsageProblem(f"--trigger {text}: not a trigger",
+                           hint="--trigger available-now, --trigger once or --trigger processing-time=10s")
+
+    def spark(self) -> dict:
+        """`DataStreamWriter.trigger`'s arguments."""
+        if self.kind == "available-now":
+            return {"availableNow": True}
+        if self.kind == "once":
+            return {"once": True}
+        return {"processingTime": f"{self.millis} milliseconds"}
+
+    @property
+    def bounded(self) -> bool:
+        """The query ends by itself once the input there is processed."""
+        return self.kind != "processing-time"
+
+    def __str__(self) -> str:
+        return self.kind if self.bounded else f"processing-time={self.millis}ms"
+
+
+@define
+class StreamOptions:
+    trigger: Optional[str] = None
+    full_refresh: bool = False
+
+
+@define
+class Epoch:
+    """What one epoch's run of the pipeline (`RunContext.epoch`) needs: its number, the query, the token its
+    sinks' commit ids are made of, and every `stream` source's input so far."""
+
+    number: int
+    query: str
+    inputs: dict = field(factory=dict)
+
+    @property
+    def token(self) -> str:
+        return f"{self.query}:{self.number}"
+
+
+class Stopped(Exception):
+    """A stop was asked (Ctrl-C, SIGTERM): the query ends before its next epoch."""
+
+
+# ---- the state kept across epochs ------------------------------------------------------------------------
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_json(path: str, doc: dict) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class EpochStore:
+    """`<checkpoint>/`: Spark's checkpoint (`spark/`), what the checkpoint belongs to (`stream.json`), and
+    scopeflow's state (`scopeflow/`): the manifest of the last committed epoch and the Parquet parts it
+    lists. Local paths only."""
+
+    OURS = {"spark", "scopeflow", IDENTITY}
+
+    def __init__(self, root: str, identity: dict):
+        local = local_path(root)
+        if local is None:
+            raise RunRefused(f"--checkpoint {root}: a streaming pipeline keeps its checkpoint on this machine's "
+                             "file system", hint="give a local folder, e.g. --checkpoint .scopeflow/run1",
+                             code="E0409")
+        self.root = os.path.abspath(local)
+        self.identity = identity
+        self.spark_dir = os.path.join(self.root, "spark")
+        self.state_dir = os.path.join(self.root, "scopeflow")
+
+    # -- opening -----------------------------------------------------------------------------------------
+
+    def open(self, full_refresh: bool) -> Optional[dict]:
+        """Check the checkpoint belongs to this pipeline and plan (else exit 5), or start it; the manifest of
+        the last committed epoch (None: none yet)."""
+        held = self._held()
+        if held and full_refresh:
+            if not self._ours(held):
+                raise self._foreign(held)
+            shutil.rmtree(self.root)
+            held = []
+        if held:
+            ident = self._read_identity()
+            if ident is None:
+                raise self._foreign(held)
+            self._check_identity(ident)
+        else:
+            os.makedirs(self.state_dir, exist_ok=True)
+            _atomic_json(os.path.join(self.root, IDENTITY), self.identity)
+        os.makedirs(self.state_dir, exist_ok=True)
+        manifest = self.latest()
+        if manifest is not None:
+            self.verify(manifest)
+        return manifest
+
+    def _held(self) -> list:
+        return sorted(os.listdir(self.root)) if os.path.isdir(self.root) else []
+
+    def _ours(self, held: list) -> bool:
+        """Everything in the folder is a checkpoint scopeflow writes (a streaming one, or a batch run's
+        snapshots of a pipeline of the same name)."""
+        return all(n in self.OURS or n.startswith(("snap-", "sinks.json", ".")) for n in held)
+
+    def _read_identity(self) -> Optional[dict]:
+        try:
+            with open(os.path.join(self.root, IDENTITY), encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and doc.get("written_by") == "scopeflow" else None
+
+    def _foreign(self, held: list) -> SnapshotRefused:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        return SnapshotRefused(f"the checkpoint folder {shown_path(self.root)} is not a streaming checkpoint of "
+                               f"pipeline `{self.identity['pipeline']}` (it holds {shown}); nothing was changed\n"
+                               f"hint: give a folder of its own with --checkpoint DIR")
+
+    def _check_identity(self, ident: dict) -> None:
+        mine = self.identity
+        if ident.get("pipeline") != mine["pipeline"]:
+            raise SnapshotRefused(f"the checkpoint folder {shown_path(self.root)} belongs to pipeline "
+                                  f"`{ident.get('pipeline')}`, not `{mine['pipeline']}`\n"
+                                  f"hint: give this pipeline a checkpoint folder of its own with --checkpoint DIR")
+        changed = [k for k in ("fingerprint", "streams") if ident.get(k) != mine[k]]
+        if changed:
+            what = {"fingerprint": "the pipeline's plan", "streams": "its stream sources (paths, formats, options)"}
+            raise SnapshotRefused(f"{' and '.join(what[k] for k in changed)} changed since the checkpoint in "
+                                  f"{shown_path(self.root)} was started: its state and offsets belong to the old "
+                                  f"one\nhint: run with --full-refresh to drop the checkpoint and recompute from "
+                                  f"all input (the sinks are replaced by the first epoch), or give another "
+                                  f"--checkpoint DIR")
+
+    # -- manifests ---------------------------------------------------------------------------------------
+
+    def _manifests(self) -> list[tuple[int, str]]:
+        out = []
+        for name in os.listdir(self.state_dir) if os.path.isdir(self.state_dir) else ():
+            m = re.fullmatch(r"epoch-(\d+)\.json", name)
+            if m:
+                out.append((int(m.group(1)), os.path.join(self.state_dir, name)))
+        return sorted(out)
+
+    def latest(self) -> Optional[dict]:
+        found = self._manifests()
+        if not found:
+            return None
+        with open(found[-1][1], encoding="utf-8") as fh:
+            return json.load(fh)
+
+    def verify(self, manifest: dict) -> None:
+        """Every part the manifest lists is there with its checksums (else exit 5: the state is damaged)."""
+        for op, source in manifest["sources"].items():
+            for part in source["parts"]:
+                folder = self.part_dir(op, part["name"])
+                for name, digest in part["files"].items():
+                    path = os.path.join(folder, name)
+                    if not os.path.exists(path) or _sha256(path) != digest:
+                        raise SnapshotRefused(
+                            f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is "
+                            f"{'missing' if not os.path.exists(path) else 'not what epoch ' + str(manifest['epoch']) + ' wrote'}"
+                            "\nhint: run with --full-refresh to recompute from all input")
+
+    def commit(self, manifest: dict) -> None:
+        """Commit an epoch (one rename), then drop older manifests and the parts no longer listed."""
+        _atomic_json(os.path.join(self.state_dir, f"epoch-{manifest['epoch']:010d}.json"), manifest)
+        fault("stream-epoch-committed")
+        for number, path in self._manifests():
+            if number < manifest["epoch"]:
+                os.remove(path)
+        kept = {(op, p["name"]) for op, s in manifest["sources"].items() for p in s["parts"]}
+        parts = os.path.join(self.state_dir, "state")
+        for op in os.listdir(parts) if os.path.isdir(parts) else ():
+            for name in os.listdir(os.path.join(parts, op)):
+                if (op, name) not in kept:
+                    shutil.rmtree(os.path.join(parts, op, name), ignore_errors=True)
+
+    # -- parts -------------------------------------------------------------------------------------------
+
+    def part_dir(self, op: str, name: str) -> str:
+        return os.path.join(self.state_dir, "state", op, name)
+
+    def write_part(self, df: DataFrame, op: str, name: str) -> dict:
+        """Write `df` as part `name` of stream `op` (replacing one a crashed epoch left); its listing."""
+        folder = self.part_dir(op, name)
+        staging = f"{folder}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        df.write.mode("overwrite").parquet(staging)
+        fault("stream-part-written")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staging, folder)
+        files = sorted(n for n in os.listdir(folder) if not n.startswith((".", "_")))
+        return {"name": name, "files": {n: _sha256(os.path.join(folder, n)) for n in files},
+                "bytes": sum(os.path.getsize(os.path.join(folder, n)) for n in files)}
+
+    def frame(self, spark, op: str, ddl: str, parts: list) -> DataFrame:
+        if not parts:
+            return spark.createDataFrame([], ddl)
+        return spark.read.schema(ddl).parquet(*[self.part_dir(op, p["name"]) for p in parts])
+
+
+# ---- the query --------------------------------------------------------------------------------------------
+
+
+class StreamRun:
+    """One run of a streaming pipeline: its query, its epochs, their report."""
+
+    def __init__(self, spark, module, params: dict, progress: Progress, options: StreamOptions, checkpoint: str,
+                 base_dir: str, trace: bool = False, detailed: bool = False, diagnostics: bool = False,
+                 report_path: Optional[str] = None):
+        self.spark = spark
+        self.module = module
+        self.params = params
+        self.progress = progress
+        self.trigger = Trigger.parse(options.trigger)
+        self.options = options
+        self.base_dir = base_dir
+        self.trace = trace
+        self.detailed = detailed
+        self.diagnostics = diagnostics
+        self.report_path = report_path
+        self.streams: dict[str, Stream] = streams(module)
+        self.store = EpochStore(checkpoint, self.identity())
+        self.manifest: Optional[dict] = None  # the last committed epoch's
+        self.lock = threading.Lock()  # held while an epoch runs
+        self.stopping = False
+        self.stopped_by: Optional[str] = None
+        self.failure: Optional[BaseException] = None
+        self.query = None
+        self.epochs: list[dict] = []  # the report's, one per epoch run
+        self.started = time.perf_counter()
+        self.last_run: Optional[RunContext] = None
+
+    def identity(self) -> dict:
+        """What a checkpoint belongs to: the pipeline, its plan, and its streams as this run resolves them."""
+        resolved = {}
+        for op, s in self.streams.items():
+            path = value_of(s.path, self.params)
+            resolved[op] = {"format": s.format, "path": resolve(self.base_dir, path) if path else None,
+                            "options": {k: v for k, v in sorted(s.options_in(self.params).items())}}
+        return {"written_by": "scopeflow", "format": STATE_FORMAT, "pipeline": self.module.PIPELINE,
+                "fingerprint": self.module.FINGERPRINT, "streams": json.loads(json.dumps(resolved, default=str))}
+
+    # -- the query ---------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run the query until its input is exhausted (available-now, once) or it is stopped; a failure of an
+        epoch is raised here, as the epoch raised it."""
+        self.manifest = self.store.open(self.options.full_refresh)
+        if self.manifest is not None:
+            self.progress.trace(f"continuing after epoch {self.manifest['epoch']} "
+                                f"(checkpoint {shown_path(self.store.root)})")
+        new = None
+        for op, s in self.streams.items():
+            df = self._new_records(op, s)
+            new = df if new is None else new.unionByName(df)
+        writer = (new.writeStream.foreachBatch(self._on_batch)
+                  .option("checkpointLocation", self.store.spark_dir).trigger(**self.trigger.spark()))
+        with self._signals():
+            self.query = writer.start()
+            self._wait()
+        if self.failure is not None:
+            raise self.failure
+
+    def _new_records(self, op: str, s: Stream) -> DataFrame:
+        """What Spark's source gives each epoch of stream `op`, in the query's one shape (`SHAPE`)."""
+        opts = s.options_in(self.params)
+        null = {c.split()[0]: F.lit(None).cast(c.split()[1]) for c in SHAPE.split(", ")}
+        if s.format == "rate":
+            every = self.trigger.millis if not self.trigger.bounded else 1000
+            rows = int(opts["rows_per_second"]) * every // 1000 or 1
+            df = (self.spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows)
+                  .option("advanceMillisPerBatch", every).load())
+            cols = {**null, "ts": F.col("timestamp"), "value": F.col("value")}
+        else:
+            reader = (self.spark.readStream.format("binaryFile").schema(LISTING)
+                      .option("latestFirst", "false").option("maxFileAge", "3650000d"))
+            if opts.get("max_files_per_epoch"):
+                reader = reader.option("maxFilesPerTrigger", int(opts["max_files_per_epoch"]))
+            df = reader.load(resolve(self.base_dir, value_of(s.path, self.params)))
+            cols = {**null, "path": F.col("path"), "mtime": F.col("modificationTime"), "length": F.col("length")}
+        cols["source"] = F.lit(op)
+        return df.select(*[cols[c.split()[0]].alias(c.split()[0]) for c in SHAPE.split(", ")])
+
+    def _wait(self) -> None:
+        q = self.query
+        while True:
+            try:
+                if q.awaitTermination(0.5):
+                    return
+            except Exception as exc:  # noqa: BLE001 - the query failed: an epoch's failure, or Spark's
+                if self.failure is None and not self.stopping:
+                    self.failure = exc
+                return
+            if self.stopping:
+                self._stop()
+                return
+
+    def _stop(self) -> None:
+        """Stop at an epoch boundary: wait for the epoch running to commit, then stop the query (an epoch
+        Spark starts meanwhile raises `Stopped` before it does anything, and is run again by a restart)."""
+        while not self.lock.acquire(timeout=0.2):
+            pass
+        try:
+            self.query.stop()
+        finally:
+            self.lock.release()
+
+    @contextlib.contextmanager
+    def _signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            if self.stopping:
+                print(f"aborted (second {name})", file=sys.stderr, flush=True)
+                os._exit(int(ExitCode.INTERRUPTED))
+            self.stopping, self.stopped_by = True, name
+            print(f"stopping after the epoch in progress ({name}; press Ctrl-C again to abort)", file=sys.stderr,
+                  flush=True)
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    # -- an epoch ----------------------------------------------------------------------------------------
+
+    def _on_batch(self, batch: DataFrame, epoch: int) -> None:
+        if self.stopping:
+            raise Stopped()
+        with self.lock:
+            if self.stopping:
+                raise Stopped()
+            try:
+                self._epoch(batch, int(epoch))
+            except BaseException as exc:
+                self.failure = exc
+                raise
+
+    def _epoch(self, batch: DataFrame, number: int) -> None:
+        started = time.perf_counter()
+        last = self.manifest
+        if last is not None and last["epoch"] >= number:
+            self.progress.trace(f"epoch {number}: committed before the restart, not run again")
+            return
+        query = str(self.query.id) if self.query is not None else "query"
+        entry: dict = {"epoch": number, "files": 0, "input_rows": 0, "loops": [], "sinks": []}
+        run = RunContext(self.spark, self.module, self.params, self.progress, self.trace, detailed=self.detailed,
+                         diagnostics=self.diagnostics, base_dir=self.base_dir)
+        run.epoch = Epoch(number, query)
+        self.last_run = run
+        sources: dict = {}
+        try:
+            batch = batch.persist()
+            tick = time.perf_counter()
+            for op, s in self.streams.items():
+                before = last["sources"].get(op) if last is not None else None
+                sources[op] = self._absorb(run, batch, op, s, number, before, entry)
+            entry["read_seconds"] = round(time.perf_counter() - tick, 4)
+            self._check_unchanged(run, sources, number)
+            new_rows = entry["input_rows"]
+            tick = time.perf_counter()
+            if new_rows or last is None:
+                for op, s in self.streams.items():
+                    run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
+                self.module.pipeline(run)
+                run.finish()
+            else:
+                entry["skipped"] = "no new input: the sinks hold the result already"
+            entry["pipeline_seconds"] = round(time.perf_counter() - tick, 4)
+            tick = time.perf_counter()
+            manifest = {"written_by": "scopeflow", "format": STATE_FORMAT, "epoch": number, "query": query,
+                        "fingerprint": self.module.FINGERPRINT, "sources": sources,
+                        "rows_so_far": sum(s["rows"] for s in sources.values())}
+            fault("stream-before-commit")
+            self.store.commit(manifest)
+            self.manifest = manifest
+            entry["commit_seconds"] = round(time.perf_counter() - tick, 4)
+        finally:
+            batch.unpersist()
+            run.close()
+        self._epoch_done(run, entry, sources, started)
+
+    def _absorb(self, run: RunContext, batch: DataFrame, op: str, s: Stream, number: int, before: Optional[dict],
+                entry: dict) -> dict:
+        """Stream `op`'s new records of this epoch, written to its state as a part; its state after the epoch."""
+        state = {"parts": list(before["parts"]) if before else [], "rows": before["rows"] if before else 0,
+                 "files": list(before["files"]) if before else []}
+        mine = batch.where(F.col("source") == op)
+        if s.format == "rate":
+            new = mine.select(F.col("ts").alias("timestamp"), F.col("value"))
+            files = []
+        else:
+            listed = sorted((r["path"], r["mtime"], r["length"]) for r in
+                            mine.select("path", "mtime", "length").collect())
+            files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number} for p, m, n in listed]
+            opts = {k: v for k, v in s.options_in(self.params).items() if k not in ("format", "max_files_per_epoch")}
+            new = run.read_files(op, s.options_in(self.params)["format"], [_readable(p) for p, _, _ in listed],
+                                 s.schema, opts) if listed else None
+        if new is not None:
+            from pyspark.sql import Observation
+
+            obs = Observation(f"stream:{op}")
+            with run.acting(_reading(run, op)):
+                part = self.store.write_part(new.observe(obs, F.count(F.lit(1)).alias("n")), op, f"e{number:010d}")
+            part["rows"] = int(obs.get.get("n") or 0)
+            if part["rows"]:
+                state["parts"].append(part)
+                state["rows"] += part["rows"]
+            entry["input_rows"] += part["rows"]
+        state["files"] += files
+        entry["files"] += len(files)
+        if len(state["parts"]) > COMPACT_PARTS:
+            state["parts"] = [self._compact(run, op, s, state["parts"], number)]
+        return state
+
+    def _compact(self, run: RunContext, op: str, s: Stream, parts: list, number: int) -> dict:
+        """Rewrite a stream's parts as one (the state's files stay few however many epochs ran)."""
+        df = self.store.frame(self.spark, op, s.schema, parts)
+        part = self.store.write_part(df, op, f"c{number:010d}")
+        part["rows"] = sum(p["rows"] for p in parts)
+        return part
+
+    def _check_unchanged(self, run: RunContext, sources: dict, number: int) -> None:
+        """Every file read in an earlier epoch is still there as it was read: the input so far is what the
+        state holds (a file changed or removed after it was read would make it something else)."""
+        for op, state in sources.items():
+            for f in state["files"]:
+                if f["epoch"] == number:
+                    continue
+                local = local_path(_readable(f["path"]))
+                if local is None:
+                    continue
+                try:
+                    st = os.stat(local)
+                except FileNotFoundError:
+                    problem = "was removed"
+                else:
+                    if st.st_size == f["length"]:
+                        continue
+                    problem = f"changed ({f['length']:,} bytes when read, {st.st_size:,} now)"
+                raise RuntimeFailure(
+                    f"{run.describe(op)}: the file {shown_path(local)} {problem} after epoch {f['epoch']} read it",
+                    code="E0511", at=run.where(op), label="read here",
+                    notes=("the sinks and the stream's state hold its rows as they were read; a stream's input "
+                           "only grows",),
+                    hint="put the file back as it was, or run with --full-refresh to recompute from the files as "
+                         "they are now; add new data as new files")
+
+    def _epoch_done(self, run: RunContext, entry: dict, sources: dict, started: float) -> None:
+        loops: dict = {}
+        for r in run.report["rounds"]:
+            lp = loops.setdefault(r["scope"], {"scope": r["scope"], "rounds": 0, "records": 0, "fed_back": 0})
+            lp["rounds"] += 1
+            lp["records"] += sum(int(v or 0) for v in r["counts"].values())
+            lp["fed_back"] += sum(int(v or 0) for v in r["in_flight"].values())
+        for scope, lp in loops.items():
+            lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
+        entry["loops"] = list(loops.values())
+        entry["sinks"] = run.report["sinks"]
+        entry["state_rows"] = {op: s["rows"] for op, s in sources.items()}
+        entry["state_bytes"] = sum(p.get("bytes", 0) for s in sources.values() for p in s["parts"])
+        entry["seconds"] = round(time.perf_counter() - started, 4)
+        self.epochs.append(entry)
+        rounds = "; ".join(f"{lp['scope']} {lp['rounds']} round{'s' if lp['rounds'] != 1 else ''}"
+                           for lp in entry["loops"])
+        files = f"{entry['files']} file{'s' if entry['files'] != 1 else ''}, " if entry["files"] else ""
+        self.progress.trace(f"epoch {entry['epoch']}: {files}{entry['input_rows']:,} new rows "
+                            f"({sum(entry['state_rows'].values()):,} so far)" + (f"; {rounds}" if rounds else "") +
+                            (" (nothing new)" if "skipped" in entry else "") + f"; {entry['seconds']:.2f}s")
+        if self.report_path:
+            self.write_report("running")
+
+    # -- the report ----------------------------------------------------------------------------------------
+
+    def write_report(self, status: str, error: Optional[str] = None) -> None:
+        doc = {"pipeline": self.module.PIPELINE, "fingerprint": self.module.FINGERPRINT, "streaming": True,
+               "trigger": str(self.trigger), "checkpoint": self.store.root,
+               "query": str(self.query.id) if self.query is not None else None, "status": status,
+               "seconds": round(time.perf_counter() - self.started, 4), "epochs": self.epochs}
+        if error:
+            doc["error"] = error
+        tmp = f"{self.report_path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, default=str)
+        os.replace(tmp, self.report_path)
+
+    def stop_message(self) -> Optional[str]:
+        if not self.stopped_by:
+            return None
+        last = self.manifest["epoch"] if self.manifest is not None else None
+        return (f"stopped ({self.stopped_by})" + (f" after epoch {last}" if last is not None else "") +
+                "; a restart with the same --checkpoint continues from there")
+
+
+def _readable(path: str) -> str:
+    """A file as Spark's listing names it (a URI, `file:/x/a%20b.csv`), as a reader takes it: a local one as a
+    plain path."""
+    local = local_path(path)
+    return urllib.parse.unquote(local) if local is not None else path
+
+
+def _reading(run: RunContext, op: str):
+    from scopeflow.runtime import failures
+
+    return failures.Action(run.describe(op), run.where(op), doing="reading")
+
+
+def restarted(checkpoint: str) -> bool:
+    """The streaming checkpoint `checkpoint` has a committed epoch: its sinks' targets are the query's own."""
+    folder = os.path.join(local_path(checkpoint) or checkpoint, "scopeflow")
+    return os.path.isdir(folder) and any(re.fullmatch(r"epoch-\d+\.json", n) for n in os.listdir(folder))
+
+
+def fault(point: str) -> None:
+    from scopeflow.runtime.sinks import fault as _fault
+
+    _fault(point)
+
