@@ -529,6 +529,8 @@ class RunContext:
                                            pipeline=self.pipeline, at=self.where(op, at), extra=extra)
         if not written:
             self.progress.trace(f"sink {target}: committed before the restart (commit {commit}), skipped")
+        elif self.epoch is not None:
+            self.epoch.wrote(key, commit)
         if self.snapshots is not None:
             self.snapshots.sink_committed(key)
             sink_io.fault("sink-logged")

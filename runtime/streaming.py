@@ -114,10 +114,19 @@ class Epoch:
     number: int
     query: str
     inputs: dict = field(factory=dict)
+    log: Optional[str] = None  # `<checkpoint>/scopeflow/writes.jsonl`: every sink write, one line each
 
     @property
     def token(self) -> str:
         return f"{self.query}:{self.number}"
+
+    def wrote(self, sink: str, commit: str) -> None:
+        """A sink committed this epoch's result (a replayed epoch whose sink committed before finds the commit
+        in the target and writes nothing, so no line either): the write log shows each epoch written once."""
+        if self.log is None:
+            return
+        with open(self.log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"query": self.query, "epoch": self.number, "sink": sink, "commit": commit}) + "\n")
 
 
 class Stopped(Exception):
@@ -261,12 +270,26 @@ class EpochStore:
         for number, path in self._manifests():
             if number < manifest["epoch"]:
                 os.remove(path)
+        self._trim_log(os.path.join(self.state_dir, "writes.jsonl"))
         kept = {(op, p["name"]) for op, s in manifest["sources"].items() for p in s["parts"]}
         parts = os.path.join(self.state_dir, "state")
         for op in os.listdir(parts) if os.path.isdir(parts) else ():
             for name in os.listdir(os.path.join(parts, op)):
                 if (op, name) not in kept:
                     shutil.rmtree(os.path.join(parts, op, name), ignore_errors=True)
+
+    @staticmethod
+    def _trim_log(path: str, keep: int = 1000) -> None:
+        """The write log keeps its last `keep` lines (the checkpoint does not grow with the epochs)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = fh.readlines()
+        except OSError:
+            return
+        if len(lines) > 2 * keep:
+            with open(f"{path}.tmp", "w", encoding="utf-8") as fh:
+                fh.writelines(lines[-keep:])
+            os.replace(f"{path}.tmp", path)
 
     # -- parts -------------------------------------------------------------------------------------------
 
@@ -445,7 +468,8 @@ class StreamRun:
         entry: dict = {"epoch": number, "files": 0, "input_rows": 0, "loops": [], "sinks": []}
         run = RunContext(self.spark, self.module, self.params, self.progress, self.trace, detailed=self.detailed,
                          diagnostics=self.diagnostics, base_dir=self.base_dir)
-        run.epoch = Epoch(number, query)
+        fault("stream-epoch-start")  # (Spark has written offsets/<number>)
+        run.epoch = Epoch(number, query, log=os.path.join(self.store.state_dir, "writes.jsonl"))
         self.last_run = run
         sources: dict = {}
         try:
