@@ -362,6 +362,11 @@ class StreamRun:
     def run(self) -> None:
         """Run the query until its input is exhausted (available-now, once) or it is stopped; a failure of an
         epoch is raised here, as the epoch raised it."""
+        from scopeflow.runtime.deployment import is_connect, not_supported
+
+        if is_connect(self.spark):  # foreachBatch would run in a Python process of the server's, not here
+            raise not_supported("a streaming pipeline (its epochs run in this process, by foreachBatch)",
+                                hint="run it with --master (classic Spark: local or a cluster)")
         self.manifest = self.store.open(self.options.full_refresh)
         if self.manifest is not None:
             self.progress.trace(f"continuing after epoch {self.manifest['epoch']} "

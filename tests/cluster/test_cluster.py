@@ -245,6 +245,39 @@ def test_unsupported_over_connect_fails_clearly(connect_server, flow_dir):
     assert proc.returncode == 4
     assert "not supported over Spark Connect" in proc.stderr, proc.stderr[-3000:]
     assert "hdfs://" in proc.stderr
+    os.makedirs(os.path.join(folder, "incoming"))
+    with open(os.path.join(folder, "stream.flow"), "w") as fh:
+        fh.write(text.replace("read csv(edges_path, header = true)", 'stream files("incoming", format = "csv")'))
+    proc = subprocess.run([sys.executable, "-m", "scopeflow.cli", "run", "stream.flow", "--quiet", "--trigger",
+                           "available-now", "--remote", connect_server["url"]], cwd=folder, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 4 and "streaming pipeline" in proc.stderr and "not supported over Spark Connect" in \
+        proc.stderr, proc.stderr[-3000:]
+
+
+def test_streaming_pipeline_on_cluster_equals_networkx_after_each_wave(spark_cluster, executor_python, flow_dir):
+    """A streaming pipeline on the standalone cluster: edge files in two waves, `--trigger available-now`
+    after each; the sink equals networkx over the files so far (epochs on the driver, reads on the workers)."""
+    folder = flow_dir("connected_components.flow")
+    with open(os.path.join(folder, "connected_components.flow")) as fh:
+        text = fh.read()
+    with open(os.path.join(folder, "stream.flow"), "w") as fh:
+        fh.write(text.replace("read csv(edges_path, header = true)",
+                              'stream files("incoming", format = "csv", header = true, max_files_per_epoch = 1)'))
+    os.makedirs(os.path.join(folder, "incoming"))
+    edges = reference.read_csv_rows(os.path.join(DATA, "graph.csv"), (int, int))
+    half = len(edges) // 2
+    for wave, part in enumerate((edges[:half], edges[half:])):
+        staged = os.path.join(folder, f".wave{wave}.csv")
+        with open(staged, "w") as fh:
+            fh.write("src,dst\n" + "".join(f"{a},{b}\n" for a, b in part))
+        os.replace(staged, os.path.join(folder, "incoming", f"wave{wave}.csv"))
+        run_scopeflow("run", "stream.flow", "--quiet", "--trigger", "available-now", "--report", "run.json",
+                      *on_cluster(spark_cluster, executor_python), cwd=folder)
+        assert components(folder) == reference.connected_components(edges[:half] if wave == 0 else edges)
+        with open(os.path.join(folder, "run.json")) as fh:
+            report = json.load(fh)
+        assert report["status"] == "ok" and [e["epoch"] for e in report["epochs"]] == [wave]
 
 
 def test_cluster_cli_up_status_down(tmp_path):
