@@ -104,8 +104,12 @@ class SnapshotOptions:
     def wanted(self, module) -> bool:
         if self.disabled:
             return False
+        return bool(self.checkpoint or self.every or self.mode or self.async_writes or self.resume
+                    or self.declared(module))
+
+    @staticmethod
+    def declared(module) -> bool:
+        """A loop of the pipeline asks for snapshots itself (`snapshot every N`, `snapshot recompute`)."""
         from scopeflow.runtime.spec import LoopSpec
 
-        declared = any(v.snapshot_every or v.snapshot_recompute for v in vars(module).values()
-                       if isinstance(v, LoopSpec))
-        return bool(self.checkpoint or self.every or self.mode or self.async_writes or self.resume or declared)
+        return any(v.snapshot_every or v.snapshot_recompute for v in vars(module).values() if isinstance(v, LoopSpec))

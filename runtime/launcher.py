@@ -24,7 +24,7 @@ from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused, read_sink_log
 from scopeflow.runtime.spec import sources, streams
-from scopeflow.runtime.streaming import StreamOptions, StreamRun, Trigger, restarted
+from scopeflow.runtime.streaming import StreamOptions, StreamRun, Trigger, check_checkpoint, restarted
 from scopeflow.runtime.termination import LoopMaxError
 
 
@@ -53,6 +53,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                    else None)
         if is_stream:
             Trigger.parse(stream.trigger)  # a bad --trigger is told before anything starts
+            check_checkpoint(checkpoint)
         preflight(module, values, base_dir, checkpoint, resumed,
                   restarted=is_stream and not stream.full_refresh and restarted(checkpoint))
         if report:
@@ -65,8 +66,11 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             config = module.CONFIG
         if is_stream:
             with settings(spark, config, on_fixed=_fixed):
+                loop_snapshots = snapshots if snapshots is not None and not snapshots.disabled and (
+                    snapshots.every or snapshots.mode or snapshots.async_writes or snapshots.declared(module)) else None
                 streaming = StreamRun(spark, module, values, progress, stream, checkpoint, base_dir, trace=trace,
-                                      detailed=bool(report), diagnostics=diagnostics, report_path=report)
+                                      detailed=bool(report), diagnostics=diagnostics, report_path=report,
+                                      loop_snapshots=loop_snapshots)
                 try:
                     streaming.run()
                 finally:

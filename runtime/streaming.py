@@ -35,6 +35,7 @@ import time
 import urllib.parse
 from typing import Optional
 
+import attrs
 from attrs import define, field, frozen
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -44,6 +45,7 @@ from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.snapshots import SnapshotRefused
 from scopeflow.runtime.spec import Stream, streams, value_of
+from scopeflow.runtime.spec import sources as file_sources
 from scopeflow.stdlib.paths import local_path, resolve
 
 TRIGGERS = ("available-now", "once", "processing-time=DURATION")
@@ -153,6 +155,13 @@ def _atomic_json(path: str, doc: dict) -> None:
     os.replace(tmp, path)
 
 
+def check_checkpoint(root: str) -> None:
+    """A streaming pipeline's checkpoint is on this machine (before Spark starts)."""
+    if local_path(root) is None:
+        raise RunRefused(f"--checkpoint {root}: a streaming pipeline keeps its checkpoint on this machine's file "
+                         "system", hint="give a local folder, e.g. --checkpoint .scopeflow/run1", code="E0409")
+
+
 class EpochStore:
     """`<checkpoint>/`: Spark's checkpoint (`spark/`), what the checkpoint belongs to (`stream.json`), and
     scopeflow's state (`scopeflow/`): the manifest of the last committed epoch and the Parquet parts it
@@ -161,12 +170,8 @@ class EpochStore:
     OURS = {"spark", "scopeflow", IDENTITY}
 
     def __init__(self, root: str, identity: dict):
-        local = local_path(root)
-        if local is None:
-            raise RunRefused(f"--checkpoint {root}: a streaming pipeline keeps its checkpoint on this machine's "
-                             "file system", hint="give a local folder, e.g. --checkpoint .scopeflow/run1",
-                             code="E0409")
-        self.root = os.path.abspath(local)
+        check_checkpoint(root)
+        self.root = os.path.abspath(local_path(root))
         self.identity = identity
         self.spark_dir = os.path.join(self.root, "spark")
         self.state_dir = os.path.join(self.root, "scopeflow")
@@ -271,6 +276,10 @@ class EpochStore:
             if number < manifest["epoch"]:
                 os.remove(path)
         self._trim_log(os.path.join(self.state_dir, "writes.jsonl"))
+        loops = os.path.join(self.state_dir, "loops")
+        for name in os.listdir(loops) if os.path.isdir(loops) else ():
+            if name <= f"e{manifest['epoch']:010d}":
+                shutil.rmtree(os.path.join(loops, name), ignore_errors=True)
         kept = {(op, p["name"]) for op, s in manifest["sources"].items() for p in s["parts"]}
         parts = os.path.join(self.state_dir, "state")
         for op in os.listdir(parts) if os.path.isdir(parts) else ():
@@ -292,6 +301,10 @@ class EpochStore:
             os.replace(f"{path}.tmp", path)
 
     # -- parts -------------------------------------------------------------------------------------------
+
+    def loops_dir(self, number: int) -> str:
+        """The snapshots of the loops of epoch `number` (deleted when it commits)."""
+        return os.path.join(self.state_dir, "loops", f"e{number:010d}")
 
     def part_dir(self, op: str, name: str) -> str:
         return os.path.join(self.state_dir, "state", op, name)
@@ -323,8 +336,9 @@ class StreamRun:
 
     def __init__(self, spark, module, params: dict, progress: Progress, options: StreamOptions, checkpoint: str,
                  base_dir: str, trace: bool = False, detailed: bool = False, diagnostics: bool = False,
-                 report_path: Optional[str] = None):
+                 report_path: Optional[str] = None, loop_snapshots=None):
         self.spark = spark
+        self.loop_snapshots = loop_snapshots  # arguments.SnapshotOptions: snapshots of the loops inside an epoch
         self.module = module
         self.params = params
         self.progress = progress
@@ -380,6 +394,7 @@ class StreamRun:
         with self._signals():
             self.query = writer.start()
             self._wait()
+        self._spark_durations()
         if self.failure is not None:
             raise self.failure
 
@@ -402,6 +417,17 @@ class StreamRun:
             cols = {**null, "path": F.col("path"), "mtime": F.col("modificationTime"), "length": F.col("length")}
         cols["source"] = F.lit(op)
         return df.select(*[cols[c.split()[0]].alias(c.split()[0]) for c in SHAPE.split(", ")])
+
+    def _spark_durations(self) -> None:
+        """Spark's own account of each epoch (`durationMs` of its progress: addBatch is the epoch's run of the
+        pipeline, the rest Spark's micro-batch work), added to the report's epochs."""
+        try:
+            progress = {p["batchId"]: p.get("durationMs", {}) for p in self.query.recentProgress}
+        except Exception:  # noqa: BLE001 - only the report's detail
+            return
+        for entry in self.epochs:
+            if entry["epoch"] in progress:
+                entry["spark_ms"] = progress[entry["epoch"]]
 
     def _wait(self) -> None:
         q = self.query
@@ -475,6 +501,12 @@ class StreamRun:
                          diagnostics=self.diagnostics, base_dir=self.base_dir)
         fault("stream-epoch-start")  # (Spark has written offsets/<number>)
         run.epoch = Epoch(number, query, log=os.path.join(self.store.state_dir, "writes.jsonl"))
+        if self.loop_snapshots is not None:  # a loop killed mid-epoch resumes from its snapshot when the epoch replays
+            folder = self.store.loops_dir(number)
+            run.configure_snapshots(attrs.evolve(self.loop_snapshots, checkpoint=folder,
+                                                 resume=os.path.isdir(folder)), file_sources(self.module))
+            if run.recovery is not None:
+                entry["resumed_from"] = run.report.get("resumed_from")
         self.last_run = run
         sources: dict = {}
         try:
@@ -577,12 +609,15 @@ class StreamRun:
     def _epoch_done(self, run: RunContext, entry: dict, sources: dict, started: float) -> None:
         loops: dict = {}
         for r in run.report["rounds"]:
-            lp = loops.setdefault(r["scope"], {"scope": r["scope"], "rounds": 0, "records": 0, "fed_back": 0})
+            lp = loops.setdefault(r["scope"], {"scope": r["scope"], "rounds": 0, "records": 0, "fed_back": 0,
+                                               "first_round": r["round"]})
             lp["rounds"] += 1
             lp["records"] += sum(int(v or 0) for v in r["counts"].values())
             lp["fed_back"] += sum(int(v or 0) for v in r["in_flight"].values())
         for scope, lp in loops.items():
             lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
+        for r in run.report["rounds"]:
+            loops[r["scope"]]["seconds"] = round(loops[r["scope"]].get("seconds", 0.0) + r["seconds"], 4)
         entry["loops"] = list(loops.values())
         entry["sinks"] = run.report["sinks"]
         entry["state_rows"] = {op: s["rows"] for op, s in sources.items()}

@@ -310,3 +310,5 @@ def test_streaming_options_are_checked_before_spark_starts(run_cli, tmp_path):
     for trigger, said in (("sometimes", "not a trigger"), ("processing-time=ten", "a number and a unit")):
         out = run_cli("run", str(flow), "--trigger", trigger, env=without_java())
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
+    remote = run_cli("run", str(flow), "--checkpoint", "hdfs://127.0.0.1:1/ck", env=without_java())
+    assert remote.returncode == 2 and remote.stderr.startswith("error[E0409]: --checkpoint hdfs://"), remote.stderr

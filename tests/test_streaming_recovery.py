@@ -225,3 +225,30 @@ def test_the_compiled_script_runs_the_stream(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "epoch 1: 1 file" in run.stderr
     assert f.sink() == f.expected()
+
+
+def test_a_loop_killed_mid_epoch_resumes_from_its_snapshot(tmp_path):
+    """`--snapshot-every 4`: the loops inside an epoch take snapshots as in batch. A run SIGKILLed once the
+    epoch's loop has a snapshot replays the epoch from that snapshot (fewer rounds), with the same sink."""
+    f = Folder(tmp_path)
+    order = list(range(60))
+    random.Random(9).shuffle(order)
+    f.drop([(v, v + 1) for v in order])  # a path: ~60 rounds
+    loops = f.checkpoint / "scopeflow" / "loops"
+    proc = f.start("--snapshot-every", "4")
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not any(
+            name == "manifest.json" for _, _, names in os.walk(loops) for name in names):
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert f.committed() == -1
+    again = f.start("--snapshot-every", "4", "--report", str(tmp_path / "r.json"))
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert f.sink() == f.expected()
+    (epoch,) = json.loads((tmp_path / "r.json").read_text())["epochs"]
+    resumed_at = epoch["resumed_from"]["stack"][0]["round"]
+    assert resumed_at >= 4 and epoch["loops"][0]["first_round"] > 0, epoch  # not from round 0
+    assert not loops.exists() or not os.listdir(loops)  # an epoch's loop snapshots go when it commits
