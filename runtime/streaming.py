@@ -444,14 +444,13 @@ class StreamRun:
                 return
 
     def _stop(self) -> None:
-        """Stop at an epoch boundary: wait for the epoch running to commit, then stop the query (an epoch
-        Spark starts meanwhile raises `Stopped` before it does anything, and is run again by a restart)."""
+        """Stop at an epoch boundary: wait for the epoch running to commit, then stop the query. `stopping` is
+        set first, so an epoch Spark starts meanwhile raises `Stopped` before it does anything (and is run
+        again by a restart); the lock is not held while Spark stops, which waits for that epoch's callback."""
         while not self.lock.acquire(timeout=0.2):
             pass
-        try:
-            self.query.stop()
-        finally:
-            self.lock.release()
+        self.lock.release()
+        self.query.stop()
 
     @contextlib.contextmanager
     def _signals(self):
@@ -580,6 +579,12 @@ class StreamRun:
         part["rows"] = sum(p["rows"] for p in parts)
         return part
 
+    @staticmethod
+    def strategy(scope: str) -> tuple[str, str]:
+        """How loop `scope` is evaluated in an epoch, and why: every loop is recomputed over the input so far
+        (the incremental strategy for monotone loops is issue #24's)."""
+        return "recomputed", "every loop is recomputed over all input so far in each epoch"
+
     def _check_unchanged(self, run: RunContext, sources: dict, number: int) -> None:
         """Every file read in an earlier epoch is still there as it was read: the input so far is what the
         state holds (a file changed or removed after it was read would make it something else)."""
@@ -616,6 +621,7 @@ class StreamRun:
             lp["fed_back"] += sum(int(v or 0) for v in r["in_flight"].values())
         for scope, lp in loops.items():
             lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
+            lp["strategy"], lp["why"] = self.strategy(scope)
         for r in run.report["rounds"]:
             loops[r["scope"]]["seconds"] = round(loops[r["scope"]].get("seconds", 0.0) + r["seconds"], 4)
         entry["loops"] = list(loops.values())

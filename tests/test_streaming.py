@@ -353,3 +353,28 @@ def test_a_rate_stream_gives_each_run_its_rows_once(spark, tmp_path):
     assert s.run() == ExitCode.OK
     assert s.output("counts", (int, int, int)) == Counter({(0, 5, 8), (1, 5, 9)})
     assert s.manifest()["rows_so_far"] == 10
+
+
+def test_trigger_once_runs_one_epoch_over_everything_there(spark, tmp_path):
+    s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
+    s.drop_csv(["src", "dst"], [(1, 2)])
+    s.drop_csv(["src", "dst"], [(2, 3)])
+    report = tmp_path / "r.json"
+    assert s.run(trigger="once", report=str(report)) == ExitCode.OK
+    epochs = json.loads(report.read_text())["epochs"]
+    assert [e["epoch"] for e in epochs] == [0]
+    assert epochs[0]["loops"][0]["strategy"] == "recomputed"
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1, 3: 1}.items())
+
+
+def test_a_file_removed_after_it_was_read_is_refused(spark, tmp_path, capsys):
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    first = s.drop_csv(["src", "dst"], [(1, 2)])
+    assert s.run() == ExitCode.OK
+    first.unlink()
+    s.drop_csv(["src", "dst"], [(5, 6)])
+    capsys.readouterr()
+    assert s.run() == ExitCode.RUNTIME
+    err = capsys.readouterr().err
+    assert "error[E0511]" in err and "part-0001.csv was removed after epoch 0 read it" in err, err
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1}.items())  # still epoch 0's

@@ -252,3 +252,24 @@ def test_a_loop_killed_mid_epoch_resumes_from_its_snapshot(tmp_path):
     resumed_at = epoch["resumed_from"]["stack"][0]["round"]
     assert resumed_at >= 4 and epoch["loops"][0]["first_round"] > 0, epoch  # not from round 0
     assert not loops.exists() or not os.listdir(loops)  # an epoch's loop snapshots go when it commits
+
+
+def test_ctrl_c_stops_at_an_epoch_boundary(tmp_path):
+    """SIGINT (Ctrl-C) while an epoch's loop runs: the epoch finishes and commits, then the query stops,
+    exit 0, saying where it stopped."""
+    f = Folder(tmp_path)
+    order = list(range(40))
+    random.Random(4).shuffle(order)
+    f.drop([(v, v + 1) for v in order])  # ~40 rounds: the signal comes mid-loop
+    proc = f.start(trigger="processing-time=1s")
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (f.checkpoint / "spark" / "offsets" /
+                                                                        "0").exists():
+        time.sleep(0.05)
+    time.sleep(3)
+    assert proc.poll() is None and f.committed() == -1, "the epoch ended before the signal"
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "stopping after the epoch in progress (Ctrl-C" in err and "stopped (Ctrl-C) after epoch 0" in err, err
+    assert f.committed() == 0 and f.sink() == f.expected()
