@@ -494,6 +494,13 @@ class StreamRun:
         if last is not None and last["epoch"] >= number:
             self.progress.trace(f"epoch {number}: committed before the restart, not run again")
             return
+        if (last["epoch"] if last is not None else -1) != number - 1:
+            raise SnapshotRefused(
+                f"Spark's checkpoint in {shown_path(self.store.spark_dir)} is at epoch {number}, scopeflow's state "
+                f"in {shown_path(self.store.state_dir)} at " +
+                (f"epoch {last['epoch']}" if last is not None else "no epoch") +
+                ": the state lacks the input of the epochs between (was part of the checkpoint deleted?)\n"
+                "hint: run with --full-refresh to recompute from all input")
         query = str(self.query.id) if self.query is not None else "query"
         entry: dict = {"epoch": number, "files": 0, "input_rows": 0, "loops": [], "sinks": []}
         run = RunContext(self.spark, self.module, self.params, self.progress, self.trace, detailed=self.detailed,
@@ -551,7 +558,7 @@ class StreamRun:
         else:
             listed = sorted((r["path"], r["mtime"], r["length"]) for r in
                             mine.select("path", "mtime", "length").collect())
-            files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number} for p, m, n in listed]
+            files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number, **_stat(p)} for p, m, n in listed]
             opts = {k: v for k, v in s.options_in(self.params).items() if k not in ("format", "max_files_per_epoch")}
             new = run.read_files(op, s.options_in(self.params)["format"], [_readable(p) for p, _, _ in listed],
                                  s.schema, opts) if listed else None
@@ -595,21 +602,22 @@ class StreamRun:
                 local = local_path(_readable(f["path"]))
                 if local is None:
                     continue
-                try:
-                    st = os.stat(local)
-                except FileNotFoundError:
+                now = _stat(f["path"])
+                if not now:
                     problem = "was removed"
+                elif now == {k: f.get(k) for k in now}:
+                    continue
+                elif now["size"] != f.get("size", f["length"]):
+                    problem = f"changed ({f.get('size', f['length']):,} bytes when read, {now['size']:,} now)"
                 else:
-                    if st.st_size == f["length"]:
-                        continue
-                    problem = f"changed ({f['length']:,} bytes when read, {st.st_size:,} now)"
+                    problem = "changed (its modification time is not the one it had when read)"
                 raise RuntimeFailure(
                     f"{run.describe(op)}: the file {shown_path(local)} {problem} after epoch {f['epoch']} read it",
                     code="E0511", at=run.where(op), label="read here",
                     notes=("the sinks and the stream's state hold its rows as they were read; a stream's input "
                            "only grows",),
-                    hint="put the file back as it was, or run with --full-refresh to recompute from the files as "
-                         "they are now; add new data as new files")
+                    hint="add new data as new files; to take the change in, run with --full-refresh (it recomputes "
+                         "from the files as they are now)")
 
     def _epoch_done(self, run: RunContext, entry: dict, sources: dict, started: float) -> None:
         loops: dict = {}
@@ -659,6 +667,19 @@ class StreamRun:
         last = self.manifest["epoch"] if self.manifest is not None else None
         return (f"stopped ({self.stopped_by})" + (f" after epoch {last}" if last is not None else "") +
                 "; a restart with the same --checkpoint continues from there")
+
+
+def _stat(path: str) -> dict:
+    """A local file's size and modification time (ns) as this process sees it; {} when it is missing or not
+    local (what `_check_unchanged` compares)."""
+    local = local_path(_readable(path))
+    if local is None:
+        return {}
+    try:
+        st = os.stat(local)
+    except FileNotFoundError:
+        return {}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def _readable(path: str) -> str:

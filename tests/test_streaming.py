@@ -378,3 +378,21 @@ def test_a_file_removed_after_it_was_read_is_refused(spark, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error[E0511]" in err and "part-0001.csv was removed after epoch 0 read it" in err, err
     assert s.output("components", (int, int)) == Counter({1: 1, 2: 1}.items())  # still epoch 0's
+
+
+def test_state_lost_behind_sparks_checkpoint_is_refused(spark, tmp_path, capsys):
+    """scopeflow's state deleted while Spark's offsets and commits stay: the next epoch would run over part of
+    the input only. It is refused (exit 5), and --full-refresh recomputes."""
+    import shutil
+
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    s.drop_csv(["src", "dst"], [(1, 2)])
+    assert s.run() == ExitCode.OK
+    shutil.rmtree(os.path.join(s.checkpoint, "scopeflow"))
+    s.drop_csv(["src", "dst"], [(2, 3)])
+    capsys.readouterr()
+    assert s.run() == ExitCode.SNAPSHOT
+    assert "lacks the input" in capsys.readouterr().err
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1}.items())
+    assert s.run(full_refresh=True) == ExitCode.OK
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1, 3: 1}.items())
