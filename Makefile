@@ -49,6 +49,7 @@ data:
 
 clean:
 	rm -rf examples/out examples/ckpt out .scopeflow examples/.scopeflow spark-warehouse metastore_db derby.log .pytest_cache
+	rm -f examples/data/stream/*.csv examples/data/stream/.*.csv
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -48,7 +48,7 @@ def preview_plan(plan: Plan, name: str, rows: int) -> tuple[Plan, str]:
     """(the plan that prints `rows` rows of stream `name`, the stream's id). NotShowable if it cannot."""
     target = find_stream(plan, name)
     needed = _needed(plan, target)
-    nodes = {nid: n for nid, n in plan.nodes.items() if nid in needed}
+    nodes = {nid: _bounded(n) for nid, n in plan.nodes.items() if nid in needed}
     scopes = {}
     for sid, s in plan.scopes.items():
         if s.kind != "pipeline" and s.loop_node not in needed:
@@ -56,9 +56,29 @@ def preview_plan(plan: Plan, name: str, rows: int) -> tuple[Plan, str]:
         scopes[sid] = evolve(s, nodes=tuple(n for n in s.nodes if n in needed),
                              children=tuple(c for c in s.children if plan.scopes[c].loop_node in needed))
     edges = tuple(e for e in plan.edges if e.src in needed and e.dst in needed)
-    shown = evolve(plan, nodes=nodes, scopes=scopes, edges=edges, chains=(),
+    shown = evolve(plan, nodes=nodes, scopes=scopes, edges=edges, chains=(), streaming=False,
                    sinks=(Sink(target, "console", None, (("rows", rows),)),))
     return build_chains(shown, []), target
+
+
+def streams_read_now(plan: Plan, shown_from: Plan) -> list[str]:
+    """The `stream files(...)` sources of `plan` that the preview `shown_from` reads as their folders are now."""
+    return [n.name for nid, n in plan.nodes.items() if isinstance(n, ops.Source) and n.streaming
+            and nid in shown_from.nodes]
+
+
+def _bounded(node: ops.Operator) -> ops.Operator:
+    """A preview reads a `stream files(...)` source as the files in its folder are now (a batch read of the
+    folder); a `rate` stream has no rows until a query runs."""
+    if not (isinstance(node, ops.Source) and node.streaming):
+        return node
+    if node.format == "rate":
+        raise NotShowable(f"`{node.name}` is a `stream rate(...)`: its rows are made as the streaming query runs",
+                          ("run the pipeline (scopeflow run F.flow --trigger available-now) and read its sinks",))
+    options = dict(node.options)
+    fmt = options.pop("format")
+    options.pop("max_files_per_epoch", None)
+    return evolve(node, streaming=False, format=fmt, options=tuple(options.items()))
 
 
 def _needed(plan: Plan, target: str) -> set:

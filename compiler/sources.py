@@ -96,8 +96,9 @@ def _read(lw: Lowering, src: A.ReadSource):
     elif src.format == "parquet":
         schema = _parquet_schema(lw, path, src)
     else:
-        lw.fail("E0115", f"`read {src.format}` needs a schema", src.span, "no schema",
-                [f"add one: read {src.format}(...) schema (id: long, name: string)"])
+        verb = "stream" if src.streaming else "read"
+        lw.fail("E0115", f"`{verb} {src.format}` needs a schema", src.span, "no schema",
+                [f"add one: {verb} {src.format}(...) schema (id: long, name: string)"])
     if src.format not in ("table", "rate"):
         _warn_missing(lw, path, src.span)
     if src.schema is not None and src.format in FIELD_CHECKED and not src.streaming:

@@ -31,7 +31,8 @@ EXIT_CODES = {
     ExitCode.USAGE: "bad usage, or a run refused before it started (its inputs, its sink paths)",
     ExitCode.MAX: "a loop hit its `max` rounds (`on max fail`)",
     ExitCode.RUNTIME: "a run-time failure: Spark, the file system or a Python function (or a bug of scopeflow)",
-    ExitCode.SNAPSHOT: "a snapshot was refused (`--resume`: changed plan or inputs)",
+    ExitCode.SNAPSHOT: "a snapshot or checkpoint was refused (`--resume`, or a streaming checkpoint: changed plan "
+                       "or inputs, another pipeline's)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); the snapshots taken so far stay resumable",
 }
 

@@ -580,6 +580,14 @@ RULES = (
          "Python functions the pipeline calls",
          _lost, classes=("Py4JNetworkError",),
          words=("ExecutorLostFailure", "Python worker exited unexpectedly", "Lost executor")),
+    # raised by the runtime itself (runtime/streaming.py), never by Spark: no condition, class or words fit it
+    Rule("E0511", "a file of a `stream files(...)` source was removed or changed (its size or modification time) "
+                  "after an epoch read it (found by the next epoch: a stream's input only grows, so add new data as "
+                  "new files)",
+         "`data/stream/wave-1.csv` rewritten after epoch 0 read it",
+         "add new data as new files; to take the change in, run with --full-refresh (it recomputes from the files "
+         "as they are now)",
+         _other),
     Rule("E0599", "any other failure of Spark (named with the operator that was running)",
          "an error Spark reports with a condition scopeflow does not know",
          "the full Java error is in the JVM log the message names", _other),

@@ -24,7 +24,8 @@ from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.session import build_session, jvm_log_path, keep_jvm_log
 from scopeflow.runtime.snapshots import SnapshotRefused, read_sink_log
 from scopeflow.runtime.spec import sources, streams
-from scopeflow.runtime.streaming import StreamOptions, StreamRun, Trigger, check_checkpoint, restarted
+from scopeflow.runtime.streaming import (CheckpointRefused, StreamOptions, StreamRun, Trigger, check_checkpoint,
+                                         restarted)
 from scopeflow.runtime.termination import LoopMaxError
 
 
@@ -157,6 +158,8 @@ def _fixed(key: str) -> None:
 
 def _outcome(exc: Exception, module, run: Optional[RunContext]) -> tuple[str, ExitCode, str]:
     """(status, exit code, message) of a run that raised `exc`."""
+    if isinstance(exc, CheckpointRefused):
+        return "refused", ExitCode.SNAPSHOT, f"error: checkpoint refused: {exc}"
     if isinstance(exc, SnapshotRefused):
         return "refused", ExitCode.SNAPSHOT, f"error: snapshot refused: {exc}"
     if isinstance(exc, LoopMaxError):

@@ -93,17 +93,22 @@ class RunReport:
         self.doc["resumed_from"] = {"snapshot": snapshot, "stack": stack and [
             {k: lv[k] for k in ("scope", "activation", "round")} for lv in stack]}
 
-    def write(self, path: str, status: str, error: Optional[str] = None) -> None:
+    def document(self) -> dict:
+        """The report as `write` writes it (without its status)."""
         self._collect_observations()
         for op, ms in self.task_ms.items():
             self.doc["operators"].setdefault(op, {"records": 0, "name": self._label(op)})["seconds"] = \
                 round(ms / 1000.0, 4)
+        out = dict(self.doc)
+        out["loops"] = list(self.doc["loops"].values())
+        return out
+
+    def write(self, path: str, status: str, error: Optional[str] = None) -> None:
         self.doc["status"] = status
         self.doc["seconds"] = round(time.perf_counter() - self.started, 4)
         if error:
             self.doc["error"] = error
-        out = dict(self.doc)
-        out["loops"] = list(self.doc["loops"].values())
+        out = self.document()
         tmp = f"{path}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=2, default=str)

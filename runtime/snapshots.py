@@ -47,7 +47,7 @@ class Uncommitted(ValueError):
     """A snapshot directory whose manifest was never committed: it does not exist."""
 
 
-def _sha256(path: str) -> str:
+def sha256_file(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -72,11 +72,11 @@ def fingerprint_path(path: str) -> dict:
     for f in files:
         size += os.path.getsize(f)
         h.update(os.path.relpath(f, path).encode())
-        h.update(_sha256(f).encode())
+        h.update(sha256_file(f).encode())
     return {"path": path, "size": size, "sha256": h.hexdigest()}
 
 
-def _atomic_json(path: str, doc: dict) -> None:
+def atomic_json(path: str, doc: dict) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True, default=str)
@@ -150,7 +150,7 @@ class SnapshotStore:
             path = os.path.join(snap, rel)
             if not os.path.exists(path):
                 raise ValueError(f"file missing: {rel}")
-            if os.path.getsize(path) != meta["size"] or _sha256(path) != meta["sha256"]:
+            if os.path.getsize(path) != meta["size"] or sha256_file(path) != meta["sha256"]:
                 raise ValueError(f"checksum mismatch: {rel} (truncated or corrupt)")
         return manifest
 
@@ -256,10 +256,10 @@ class SnapshotStore:
                 wide = _union_wide(tagged)
                 wide.write.mode("overwrite").partitionBy("_f").parquet(os.path.join(snap, "data"))
             self._fault("snapshot-write")
-            manifest["files"] = {os.path.relpath(f, snap): {"size": os.path.getsize(f), "sha256": _sha256(f)}
+            manifest["files"] = {os.path.relpath(f, snap): {"size": os.path.getsize(f), "sha256": sha256_file(f)}
                                  for f in _files(snap)}
             manifest["seconds"] = round(time.perf_counter() - started, 4)
-            _atomic_json(os.path.join(snap, "manifest.json"), manifest)
+            atomic_json(os.path.join(snap, "manifest.json"), manifest)
         finally:
             self._unpin(pins)
         size = sum(m["size"] for m in manifest["files"].values())
@@ -339,7 +339,7 @@ class SnapshotStore:
         self._write_sink_log()
 
     def _write_sink_log(self) -> None:
-        _atomic_json(self.sink_log_path(), {"fingerprint": self.run.fingerprint, "sources": self.sources,
+        atomic_json(self.sink_log_path(), {"fingerprint": self.run.fingerprint, "sources": self.sources,
                                             "token": self.token, "sinks": self.sinks_done})
 
     def start_fresh(self) -> None:
@@ -350,7 +350,7 @@ class SnapshotStore:
     def finished(self) -> None:
         """The run completed: a later --resume has nothing to continue."""
         self.wait()
-        _atomic_json(os.path.join(self.root, "complete.json"), {"fingerprint": self.run.fingerprint,
+        atomic_json(os.path.join(self.root, "complete.json"), {"fingerprint": self.run.fingerprint,
                                                                 "time": time.time()})
         for d in self.snapshot_dirs():
             shutil.rmtree(d, ignore_errors=True)

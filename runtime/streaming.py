@@ -23,7 +23,6 @@ incremental one comes with issue #24).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -43,7 +42,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime.context import RunContext
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown_path
 from scopeflow.runtime.progress import Progress
-from scopeflow.runtime.snapshots import SnapshotRefused
+from scopeflow.runtime.snapshots import SnapshotRefused, atomic_json, sha256_file
 from scopeflow.runtime.spec import Stream, streams, value_of
 from scopeflow.runtime.spec import sources as file_sources
 from scopeflow.stdlib.paths import local_path, resolve
@@ -59,6 +58,10 @@ LISTING = "path string, modificationTime timestamp, length bigint, content binar
 SHAPE = "source string, path string, mtime timestamp, length bigint, ts timestamp, value bigint"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+class CheckpointRefused(SnapshotRefused):
+    """A streaming checkpoint that must not be used (exit 5): another pipeline's, a changed plan, damaged state."""
 
 
 class UsageProblem(RunRefused):
@@ -138,23 +141,6 @@ class Stopped(Exception):
 # ---- the state kept across epochs ------------------------------------------------------------------------
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _atomic_json(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def check_checkpoint(root: str) -> None:
     """A streaming pipeline's checkpoint is on this machine (before Spark starts)."""
     if local_path(root) is None:
@@ -194,7 +180,7 @@ class EpochStore:
             self._check_identity(ident)
         else:
             os.makedirs(self.state_dir, exist_ok=True)
-            _atomic_json(os.path.join(self.root, IDENTITY), self.identity)
+            atomic_json(os.path.join(self.root, IDENTITY), self.identity)
         os.makedirs(self.state_dir, exist_ok=True)
         manifest = self.latest()
         if manifest is not None:
@@ -219,20 +205,20 @@ class EpochStore:
 
     def _foreign(self, held: list) -> SnapshotRefused:
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-        return SnapshotRefused(f"the checkpoint folder {shown_path(self.root)} is not a streaming checkpoint of "
+        return CheckpointRefused(f"the checkpoint folder {shown_path(self.root)} is not a streaming checkpoint of "
                                f"pipeline `{self.identity['pipeline']}` (it holds {shown}); nothing was changed\n"
                                f"hint: give a folder of its own with --checkpoint DIR")
 
     def _check_identity(self, ident: dict) -> None:
         mine = self.identity
         if ident.get("pipeline") != mine["pipeline"]:
-            raise SnapshotRefused(f"the checkpoint folder {shown_path(self.root)} belongs to pipeline "
+            raise CheckpointRefused(f"the checkpoint folder {shown_path(self.root)} belongs to pipeline "
                                   f"`{ident.get('pipeline')}`, not `{mine['pipeline']}`\n"
                                   f"hint: give this pipeline a checkpoint folder of its own with --checkpoint DIR")
         changed = [k for k in ("fingerprint", "streams") if ident.get(k) != mine[k]]
         if changed:
             what = {"fingerprint": "the pipeline's plan", "streams": "its stream sources (paths, formats, options)"}
-            raise SnapshotRefused(f"{' and '.join(what[k] for k in changed)} changed since the checkpoint in "
+            raise CheckpointRefused(f"{' and '.join(what[k] for k in changed)} changed since the checkpoint in "
                                   f"{shown_path(self.root)} was started: its state and offsets belong to the old "
                                   f"one\nhint: run with --full-refresh to drop the checkpoint and recompute from "
                                   f"all input (the sinks are replaced by the first epoch), or give another "
@@ -262,15 +248,15 @@ class EpochStore:
                 folder = self.part_dir(op, part["name"])
                 for name, digest in part["files"].items():
                     path = os.path.join(folder, name)
-                    if not os.path.exists(path) or _sha256(path) != digest:
-                        raise SnapshotRefused(
+                    if not os.path.exists(path) or sha256_file(path) != digest:
+                        raise CheckpointRefused(
                             f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is "
                             f"{'missing' if not os.path.exists(path) else 'not what epoch ' + str(manifest['epoch']) + ' wrote'}"
                             "\nhint: run with --full-refresh to recompute from all input")
 
     def commit(self, manifest: dict) -> None:
         """Commit an epoch (one rename), then drop older manifests and the parts no longer listed."""
-        _atomic_json(os.path.join(self.state_dir, f"epoch-{manifest['epoch']:010d}.json"), manifest)
+        atomic_json(os.path.join(self.state_dir, f"epoch-{manifest['epoch']:010d}.json"), manifest)
         fault("stream-epoch-committed")
         for number, path in self._manifests():
             if number < manifest["epoch"]:
@@ -280,6 +266,8 @@ class EpochStore:
         for name in os.listdir(loops) if os.path.isdir(loops) else ():
             if name <= f"e{manifest['epoch']:010d}":
                 shutil.rmtree(os.path.join(loops, name), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(loops)  # (when empty)
         kept = {(op, p["name"]) for op, s in manifest["sources"].items() for p in s["parts"]}
         parts = os.path.join(self.state_dir, "state")
         for op in os.listdir(parts) if os.path.isdir(parts) else ():
@@ -319,7 +307,7 @@ class EpochStore:
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(staging, folder)
         files = sorted(n for n in os.listdir(folder) if not n.startswith((".", "_")))
-        return {"name": name, "files": {n: _sha256(os.path.join(folder, n)) for n in files},
+        return {"name": name, "files": {n: sha256_file(os.path.join(folder, n)) for n in files},
                 "bytes": sum(os.path.getsize(os.path.join(folder, n)) for n in files)}
 
     def frame(self, spark, op: str, ddl: str, parts: list) -> DataFrame:
@@ -360,6 +348,7 @@ class StreamRun:
         self.epochs: list[dict] = []  # the report's, one per epoch run
         self.started = time.perf_counter()
         self.last_run: Optional[RunContext] = None
+        self.stats: dict = {}  # loops and operators of the last epoch that ran the pipeline (`write_report`)
 
     def identity(self) -> dict:
         """What a checkpoint belongs to: the pipeline, its plan, and its streams as this run resolves them."""
@@ -495,7 +484,7 @@ class StreamRun:
             self.progress.trace(f"epoch {number}: committed before the restart, not run again")
             return
         if (last["epoch"] if last is not None else -1) != number - 1:
-            raise SnapshotRefused(
+            raise CheckpointRefused(
                 f"Spark's checkpoint in {shown_path(self.store.spark_dir)} is at epoch {number}, scopeflow's state "
                 f"in {shown_path(self.store.state_dir)} at " +
                 (f"epoch {last['epoch']}" if last is not None else "no epoch") +
@@ -638,13 +627,18 @@ class StreamRun:
         entry["state_bytes"] = sum(p.get("bytes", 0) for s in sources.values() for p in s["parts"])
         entry["seconds"] = round(time.perf_counter() - started, 4)
         self.epochs.append(entry)
+        if "skipped" not in entry:
+            self.stats = {"stats_epoch": entry["epoch"], **{k: v for k, v in run.report.document().items()
+                                                            if k in ("loops", "operators")}}
         rounds = "; ".join(f"{lp['scope']} {lp['rounds']} round{'s' if lp['rounds'] != 1 else ''}"
                            for lp in entry["loops"])
         files = f"{entry['files']} file{'s' if entry['files'] != 1 else ''}, " if entry["files"] else ""
-        self.progress.trace(f"epoch {entry['epoch']}: {files}{entry['input_rows']:,} new rows "
+        rows = entry["input_rows"]
+        self.progress.trace(f"epoch {entry['epoch']}: {files}{rows:,} new row{'s' if rows != 1 else ''} "
                             f"({sum(entry['state_rows'].values()):,} so far)" + (f"; {rounds}" if rounds else "") +
                             (" (nothing new)" if "skipped" in entry else "") + f"; {entry['seconds']:.2f}s")
         if self.report_path:
+            self._spark_durations()  # (the epochs before this one: Spark reports an epoch once it has committed it)
             self.write_report("running")
 
     # -- the report ----------------------------------------------------------------------------------------
@@ -653,7 +647,8 @@ class StreamRun:
         doc = {"pipeline": self.module.PIPELINE, "fingerprint": self.module.FINGERPRINT, "streaming": True,
                "trigger": str(self.trigger), "checkpoint": self.store.root,
                "query": str(self.query.id) if self.query is not None else None, "status": status,
-               "seconds": round(time.perf_counter() - self.started, 4), "epochs": self.epochs}
+               "seconds": round(time.perf_counter() - self.started, 4), "epochs": self.epochs,
+               **self.stats}  # the last epoch that ran the pipeline, as a batch report has them (`graph --stats`)
         if error:
             doc["error"] = error
         tmp = f"{self.report_path}.tmp"
@@ -696,9 +691,9 @@ def _reading(run: RunContext, op: str):
 
 
 def restarted(checkpoint: str) -> bool:
-    """The streaming checkpoint `checkpoint` has a committed epoch: its sinks' targets are the query's own."""
-    folder = os.path.join(local_path(checkpoint) or checkpoint, "scopeflow")
-    return os.path.isdir(folder) and any(re.fullmatch(r"epoch-\d+\.json", n) for n in os.listdir(folder))
+    """The streaming query of checkpoint `checkpoint` ran before (its identity is there): the targets of its
+    sinks may hold its epochs (an `error_if_exists` sink is checked when a query first starts)."""
+    return os.path.exists(os.path.join(local_path(checkpoint) or checkpoint, IDENTITY))
 
 
 def fault(point: str) -> None:

@@ -179,7 +179,7 @@ def cmd_run(args) -> int:
 
 def cmd_show(args) -> int:
     from scopeflow.api import plan_to_module
-    from scopeflow.compiler.preview import NotShowable, preview_plan
+    from scopeflow.compiler.preview import NotShowable, preview_plan, streams_read_now
     from scopeflow.runtime.launcher import run_with_arguments
 
     code, plan = _checked(args.file)
@@ -195,6 +195,9 @@ def cmd_show(args) -> int:
         return ExitCode.USAGE
     print(f"{args.stream}: {plan.nodes[node].schema}")
     sys.stdout.flush()
+    for name in streams_read_now(plan, shown):
+        print(f"note: stream `{name}` is read as the files in its folder are now (a preview, not an epoch)",
+              file=sys.stderr)
     args.report, args.no_snapshots = None, True  # a preview writes nothing: no sinks, no report, no snapshots
     return run_with_arguments(plan_to_module(shown, args.file), args)
 

@@ -312,3 +312,25 @@ def test_streaming_options_are_checked_before_spark_starts(run_cli, tmp_path):
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     remote = run_cli("run", str(flow), "--checkpoint", "hdfs://127.0.0.1:1/ck", env=without_java())
     assert remote.returncode == 2 and remote.stderr.startswith("error[E0409]: --checkpoint hdfs://"), remote.stderr
+
+
+def test_show_and_graph_stats_on_a_streaming_pipeline(run_cli, tmp_path):
+    """`show` previews a streaming pipeline over the files its folder holds now, writing nothing (no
+    checkpoint); `graph --stats` draws a streaming run's report (its last epoch's loops)."""
+    (cc,) = copy_examples(tmp_path, "connected_components.flow")
+    flow = tmp_path / "streaming.flow"
+    flow.write_text(open(cc).read().replace('read csv(edges_path, header = true)',
+                                            'stream files("incoming", format = "csv", header = true)'))
+    (tmp_path / "incoming").mkdir()
+    (tmp_path / "incoming" / "a.csv").write_text("src,dst\n1,2\n2,3\n7,8\n")
+    shown = run_cli("show", str(flow), "components", cwd=str(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "is read as the files in its folder are now" in shown.stderr
+    assert re.search(r"\|\s*3\s*\|\s*1\s*\|", shown.stdout), shown.stdout
+    assert not (tmp_path / ".scopeflow").exists() and not (tmp_path / "out").exists()
+    run = run_cli("run", str(flow), "--trigger", "available-now", "--report", str(tmp_path / "r.json"),
+                  cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    graph = run_cli("graph", str(flow), "--stats", str(tmp_path / "r.json"), "-o", str(tmp_path / "g.dot"))
+    assert graph.returncode == 0, graph.stderr
+    assert re.search(r"rounds · \d+ attempts", (tmp_path / "g.dot").read_text())
