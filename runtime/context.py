@@ -316,12 +316,12 @@ class RunContext:
         with self.acting(action):
             groups: dict = {}
             for f in files:
-                groups.setdefault(self._checked_header(op, fmt, f, schema, opts), []).append(f)
+                groups.setdefault(self._checked_header(op, fmt, _literal_path(f), schema, opts), []).append(f)
             frames = []
             for header, group in groups.items():
                 folder = os.path.dirname(group[0]) if len(group) > 1 else group[0]
                 self.inputs[op] = failures.Input(self.describe(op), self.where(op), folder, fmt, fields, opts, header)
-                frames.append(self._reader(fmt, group, schema, opts, header))
+                frames.append(self._reader(fmt, [_literal_path(f) for f in group], schema, opts, header))
             out = frames[0]
             for df in frames[1:]:
                 out = out.unionByName(df)
@@ -435,11 +435,13 @@ class RunContext:
 
     # ---- snapshots ----------------------------------------------------------------------------------------
 
-    def configure_snapshots(self, opts, sources: dict) -> None:
+    def configure_snapshots(self, opts, sources: dict, inputs: Optional[dict] = None) -> None:
+        """Snapshots of this run's loops. `inputs`: fingerprints of inputs other than the file sources (a
+        streaming epoch's input so far), checked with theirs before a snapshot is resumed."""
         from scopeflow.runtime.snapshots import Recovery, SnapshotStore, fingerprint_path
 
         root = opts.root(self.pipeline)
-        fingerprints = {}
+        fingerprints = dict(inputs or {})
         for op, source in sources.items():
             p = value_of(source.path, self.params)
             local = local_path(self.path(p))
@@ -537,6 +539,12 @@ class RunContext:
         records = int(obs.get.get("n") or 0) if obs is not None and written else None
         self.report.sink_written(op, fmt, target, time.perf_counter() - started, records)
         self.progress.sink_written(fmt, target, records)
+
+
+def _literal_path(path: str) -> str:
+    """A file's path as Spark's reader takes it literally: Spark reads a path with glob characters as a
+    pattern (`w[1].csv` would read `w1.csv`), so they are escaped (Hadoop's glob syntax)."""
+    return "".join("\\" + c if c in "\\[]{}*?" else c for c in path)
 
 
 def _ddl_fields(ddl: str) -> list[tuple[str, str]]:

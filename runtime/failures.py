@@ -588,6 +588,12 @@ RULES = (
          "add new data as new files; to take the change in, run with --full-refresh (it recomputes from the files "
          "as they are now)",
          _other),
+    Rule("E0512", "an empty file in the folder of a `stream files(...)` source (Spark passes over it, so rows "
+                  "written into it later would never be read)",
+         "`touch data/stream/wave-5.csv`, then rows written into it",
+         "write files elsewhere and move them into the folder complete (one rename); remove the empty file, then "
+         "run again",
+         _other),
     Rule("E0599", "any other failure of Spark (named with the operator that was running)",
          "an error Spark reports with a condition scopeflow does not know",
          "the full Java error is in the JVM log the message names", _other),

@@ -119,7 +119,7 @@ def _streamed(streaming: StreamRun, progress: Progress, report: Optional[str]):
         streaming.write_report("stopped" if stopped else "ok")
     if stopped:
         print(stopped, file=sys.stderr)
-    epochs = len(streaming.epochs)
+    epochs = streaming.epochs_run
     last = streaming.manifest["epoch"] if streaming.manifest is not None else None
     progress.trace(f"{epochs} epoch{'s' if epochs != 1 else ''} run" +
                    (f"; committed up to epoch {last}" if last is not None else "") +

@@ -50,6 +50,7 @@ from scopeflow.stdlib.paths import local_path, resolve
 TRIGGERS = ("available-now", "once", "processing-time=DURATION")
 DEFAULT_TRIGGER = "processing-time=10s"
 COMPACT_PARTS = 16  # a stream's state is rewritten as one part when it has more
+REPORTED_EPOCHS = 1000  # the report lists this many epochs, the last ones
 STATE_FORMAT = 1
 IDENTITY = "stream.json"  # what the checkpoint belongs to: the pipeline, its plan and its streams
 # what `binaryFile` lists of each file (its content is never read: Spark reads it only when it is selected)
@@ -142,10 +143,22 @@ class Stopped(Exception):
 
 
 def check_checkpoint(root: str) -> None:
-    """A streaming pipeline's checkpoint is on this machine (before Spark starts)."""
-    if local_path(root) is None:
+    """A streaming pipeline's checkpoint is a folder on this machine that this user can write, or can be made
+    (checked before Spark starts)."""
+    local = local_path(root)
+    if local is None:
         raise RunRefused(f"--checkpoint {root}: a streaming pipeline keeps its checkpoint on this machine's file "
                          "system", hint="give a local folder, e.g. --checkpoint .scopeflow/run1", code="E0409")
+    local = os.path.abspath(local)
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise RunRefused(f"--checkpoint {root}: {shown_path(local)} is a file, not a folder",
+                         hint="give a folder for the checkpoint, e.g. --checkpoint .scopeflow/run1", code="E0409")
+    existing = local
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunRefused(f"--checkpoint {root}: {shown_path(existing)} is not writable",
+                         hint="give a checkpoint folder this user can write", code="E0409")
 
 
 class EpochStore:
@@ -153,33 +166,45 @@ class EpochStore:
     scopeflow's state (`scopeflow/`): the manifest of the last committed epoch and the Parquet parts it
     lists. Local paths only."""
 
-    OURS = {"spark", "scopeflow", IDENTITY}
-
     def __init__(self, root: str, identity: dict):
         check_checkpoint(root)
         self.root = os.path.abspath(local_path(root))
         self.identity = identity
         self.spark_dir = os.path.join(self.root, "spark")
         self.state_dir = os.path.join(self.root, "scopeflow")
+        self.refreshed = False  # `open` dropped a checkpoint (--full-refresh)
 
     # -- opening -----------------------------------------------------------------------------------------
 
     def open(self, full_refresh: bool) -> Optional[dict]:
         """Check the checkpoint belongs to this pipeline and plan (else exit 5), or start it; the manifest of
-        the last committed epoch (None: none yet)."""
+        the last committed epoch (None: none yet). `full_refresh`: drop this pipeline's checkpoint first (a
+        folder that is not one is refused, and left alone)."""
         held = self._held()
+        ident = self._read_identity() if held else None
+        if held and (ident is None or ident.get("pipeline") != self.identity["pipeline"]):
+            raise self._foreign(held, ident)
+        self.refreshed = bool(held and full_refresh)
         if held and full_refresh:
-            if not self._ours(held):
-                raise self._foreign(held)
-            shutil.rmtree(self.root)
+            for name in ("spark", "scopeflow", IDENTITY):  # what scopeflow put there, nothing else
+                path = os.path.join(self.root, name)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                elif os.path.exists(path):
+                    os.remove(path)
             held = []
         if held:
-            ident = self._read_identity()
-            if ident is None:
-                raise self._foreign(held)
             self._check_identity(ident)
+            if self.latest() is not None and not os.path.isdir(self.spark_dir):
+                raise CheckpointRefused(
+                    f"Spark's checkpoint {shown_path(self.spark_dir)} is gone while scopeflow's state in "
+                    f"{shown_path(self.state_dir)} holds committed epochs: a new query would read again what they "
+                    "read\nhint: run with --full-refresh to recompute from all input")
         else:
-            os.makedirs(self.state_dir, exist_ok=True)
+            os.makedirs(self.root, exist_ok=True)
+            for name in os.listdir(self.root):  # an identity a crash left half-written
+                if name.startswith(IDENTITY + ".tmp"):
+                    os.remove(os.path.join(self.root, name))
             atomic_json(os.path.join(self.root, IDENTITY), self.identity)
         os.makedirs(self.state_dir, exist_ok=True)
         manifest = self.latest()
@@ -188,12 +213,9 @@ class EpochStore:
         return manifest
 
     def _held(self) -> list:
-        return sorted(os.listdir(self.root)) if os.path.isdir(self.root) else []
-
-    def _ours(self, held: list) -> bool:
-        """Everything in the folder is a checkpoint scopeflow writes (a streaming one, or a batch run's
-        snapshots of a pipeline of the same name)."""
-        return all(n in self.OURS or n.startswith(("snap-", "sinks.json", ".")) for n in held)
+        """What the folder holds, but an identity a crash left half-written (`stream.json.tmp-PID`)."""
+        names = sorted(os.listdir(self.root)) if os.path.isdir(self.root) else []
+        return [n for n in names if not n.startswith(IDENTITY + ".tmp")]
 
     def _read_identity(self) -> Optional[dict]:
         try:
@@ -203,21 +225,26 @@ class EpochStore:
             return None
         return doc if isinstance(doc, dict) and doc.get("written_by") == "scopeflow" else None
 
-    def _foreign(self, held: list) -> SnapshotRefused:
+    def _foreign(self, held: list, ident: Optional[dict]) -> SnapshotRefused:
+        if ident is not None:
+            return CheckpointRefused(f"the checkpoint folder {shown_path(self.root)} belongs to pipeline "
+                                     f"`{ident.get('pipeline')}`, not `{self.identity['pipeline']}`; nothing was "
+                                     "changed\nhint: give this pipeline a checkpoint folder of its own with "
+                                     "--checkpoint DIR")
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         return CheckpointRefused(f"the checkpoint folder {shown_path(self.root)} is not a streaming checkpoint of "
-                               f"pipeline `{self.identity['pipeline']}` (it holds {shown}); nothing was changed\n"
-                               f"hint: give a folder of its own with --checkpoint DIR")
+                                 f"pipeline `{self.identity['pipeline']}` (it holds {shown}); nothing was changed\n"
+                                 f"hint: give a folder of its own with --checkpoint DIR (or delete this one)")
 
     def _check_identity(self, ident: dict) -> None:
         mine = self.identity
-        if ident.get("pipeline") != mine["pipeline"]:
-            raise CheckpointRefused(f"the checkpoint folder {shown_path(self.root)} belongs to pipeline "
-                                  f"`{ident.get('pipeline')}`, not `{mine['pipeline']}`\n"
-                                  f"hint: give this pipeline a checkpoint folder of its own with --checkpoint DIR")
-        changed = [k for k in ("fingerprint", "streams") if ident.get(k) != mine[k]]
+        changed = [k for k in ("fingerprint", "streams", "params") if ident.get(k) != mine[k]]
         if changed:
-            what = {"fingerprint": "the pipeline's plan", "streams": "its stream sources (paths, formats, options)"}
+            what = {"fingerprint": "the pipeline's plan", "streams": "its stream sources (paths, formats, options)",
+                    "params": "its params' values (" + ", ".join(
+                        f"{k}={mine['params'].get(k)!r}, was {ident.get('params', {}).get(k)!r}"
+                        for k in sorted(set(mine["params"]) | set(ident.get("params") or {}))
+                        if mine["params"].get(k) != (ident.get("params") or {}).get(k)) + ")"}
             raise CheckpointRefused(f"{' and '.join(what[k] for k in changed)} changed since the checkpoint in "
                                   f"{shown_path(self.root)} was started: its state and offsets belong to the old "
                                   f"one\nhint: run with --full-refresh to drop the checkpoint and recompute from "
@@ -345,7 +372,10 @@ class StreamRun:
         self.stopped_by: Optional[str] = None
         self.failure: Optional[BaseException] = None
         self.query = None
-        self.epochs: list[dict] = []  # the report's, one per epoch run
+        self.query_id: Optional[str] = None
+        self.started_query = threading.Event()
+        self.epochs: list[dict] = []  # the report's, one per epoch run (the last REPORTED_EPOCHS)
+        self.epochs_run = 0
         self.started = time.perf_counter()
         self.last_run: Optional[RunContext] = None
         self.stats: dict = {}  # loops and operators of the last epoch that ran the pipeline (`write_report`)
@@ -358,7 +388,8 @@ class StreamRun:
             resolved[op] = {"format": s.format, "path": resolve(self.base_dir, path) if path else None,
                             "options": {k: v for k, v in sorted(s.options_in(self.params).items())}}
         return {"written_by": "scopeflow", "format": STATE_FORMAT, "pipeline": self.module.PIPELINE,
-                "fingerprint": self.module.FINGERPRINT, "streams": json.loads(json.dumps(resolved, default=str))}
+                "fingerprint": self.module.FINGERPRINT, "streams": json.loads(json.dumps(resolved, default=str)),
+                "params": json.loads(json.dumps(self.params, default=str))}
 
     # -- the query ---------------------------------------------------------------------------------------
 
@@ -371,6 +402,8 @@ class StreamRun:
             raise not_supported("a streaming pipeline (its epochs run in this process, by foreachBatch)",
                                 hint="run it with --master (classic Spark: local or a cluster)")
         self.manifest = self.store.open(self.options.full_refresh)
+        if self.store.refreshed:
+            self._over_no_input()
         if self.manifest is not None:
             self.progress.trace(f"continuing after epoch {self.manifest['epoch']} "
                                 f"(checkpoint {shown_path(self.store.root)})")
@@ -382,10 +415,26 @@ class StreamRun:
                   .option("checkpointLocation", self.store.spark_dir).trigger(**self.trigger.spark()))
         with self._signals():
             self.query = writer.start()
+            self.query_id = str(self.query.id)
+            self.started_query.set()  # (an epoch may have started before `start` returned: it waits for its id)
             self._wait()
         self._spark_durations()
         if self.failure is not None:
             raise self.failure
+
+    def _over_no_input(self) -> None:
+        """After --full-refresh dropped a checkpoint: the sinks get the result over no input (what the old
+        query wrote there is gone with its state), until the new query's first epoch replaces them."""
+        run = RunContext(self.spark, self.module, self.params, self.progress, self.trace, base_dir=self.base_dir)
+        run.epoch = Epoch(-1, f"refresh-{os.urandom(6).hex()}")
+        run.epoch.inputs = {op: self.store.frame(self.spark, op, s.schema, []) for op, s in self.streams.items()}
+        try:
+            self.module.pipeline(run)
+            run.finish()
+        finally:
+            run.close()
+        self.progress.trace("full refresh: the checkpoint was dropped; the sinks hold the result over no input until "
+                            "the first epoch commits")
 
     def _new_records(self, op: str, s: Stream) -> DataFrame:
         """What Spark's source gives each epoch of stream `op`, in the query's one shape (`SHAPE`)."""
@@ -466,6 +515,7 @@ class StreamRun:
     # -- an epoch ----------------------------------------------------------------------------------------
 
     def _on_batch(self, batch: DataFrame, epoch: int) -> None:
+        self.started_query.wait()
         if self.stopping:
             raise Stopped()
         with self.lock:
@@ -480,6 +530,13 @@ class StreamRun:
     def _epoch(self, batch: DataFrame, number: int) -> None:
         started = time.perf_counter()
         last = self.manifest
+        query = self.query_id
+        if last is not None and last.get("query") != query:
+            raise CheckpointRefused(
+                f"Spark's checkpoint in {shown_path(self.store.spark_dir)} is query {query}, scopeflow's state in "
+                f"{shown_path(self.store.state_dir)} was committed by query {last.get('query')}: they do not belong "
+                "together (was part of the checkpoint replaced?)\nhint: run with --full-refresh to recompute from "
+                "all input")
         if last is not None and last["epoch"] >= number:
             self.progress.trace(f"epoch {number}: committed before the restart, not run again")
             return
@@ -490,18 +547,11 @@ class StreamRun:
                 (f"epoch {last['epoch']}" if last is not None else "no epoch") +
                 ": the state lacks the input of the epochs between (was part of the checkpoint deleted?)\n"
                 "hint: run with --full-refresh to recompute from all input")
-        query = str(self.query.id) if self.query is not None else "query"
         entry: dict = {"epoch": number, "files": 0, "input_rows": 0, "loops": [], "sinks": []}
         run = RunContext(self.spark, self.module, self.params, self.progress, self.trace, detailed=self.detailed,
                          diagnostics=self.diagnostics, base_dir=self.base_dir)
         fault("stream-epoch-start")  # (Spark has written offsets/<number>)
         run.epoch = Epoch(number, query, log=os.path.join(self.store.state_dir, "writes.jsonl"))
-        if self.loop_snapshots is not None:  # a loop killed mid-epoch resumes from its snapshot when the epoch replays
-            folder = self.store.loops_dir(number)
-            run.configure_snapshots(attrs.evolve(self.loop_snapshots, checkpoint=folder,
-                                                 resume=os.path.isdir(folder)), file_sources(self.module))
-            if run.recovery is not None:
-                entry["resumed_from"] = run.report.get("resumed_from")
         self.last_run = run
         sources: dict = {}
         try:
@@ -514,6 +564,8 @@ class StreamRun:
             self._check_unchanged(run, sources, number)
             new_rows = entry["input_rows"]
             tick = time.perf_counter()
+            if self.loop_snapshots is not None and (new_rows or last is None):
+                self._loop_snapshots(run, number, sources, entry)
             if new_rows or last is None:
                 for op, s in self.streams.items():
                     run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
@@ -535,6 +587,23 @@ class StreamRun:
             run.close()
         self._epoch_done(run, entry, sources, started)
 
+    def _loop_snapshots(self, run: RunContext, number: int, sources: dict, entry: dict) -> None:
+        """Snapshots of the epoch's loops: a loop killed mid-epoch resumes from its snapshot when the epoch runs
+        again, if the epoch's input so far is the same (its parts' checksums are the snapshot's inputs too)."""
+        folder = self.store.loops_dir(number)
+        inputs = {f"stream:{op}": [sorted(p["files"].values()) for p in state["parts"]]
+                  for op, state in sources.items()}
+        opts = attrs.evolve(self.loop_snapshots, checkpoint=folder, resume=os.path.isdir(folder))
+        try:
+            run.configure_snapshots(opts, file_sources(self.module), inputs)
+        except SnapshotRefused as why:  # taken over other input (a file changed before the replay): not used
+            self.progress.trace(f"epoch {number}: its loops start from round 0 ({why})")
+            shutil.rmtree(folder, ignore_errors=True)
+            run.recovery = None
+            run.configure_snapshots(attrs.evolve(opts, resume=False), file_sources(self.module), inputs)
+        if run.recovery is not None:
+            entry["resumed_from"] = run.report.get("resumed_from")
+
     def _absorb(self, run: RunContext, batch: DataFrame, op: str, s: Stream, number: int, before: Optional[dict],
                 entry: dict) -> dict:
         """Stream `op`'s new records of this epoch, written to its state as a part; its state after the epoch."""
@@ -545,8 +614,9 @@ class StreamRun:
             new = mine.select(F.col("ts").alias("timestamp"), F.col("value"))
             files = []
         else:
-            listed = sorted((r["path"], r["mtime"], r["length"]) for r in
-                            mine.select("path", "mtime", "length").collect())
+            listed = sorted({(r["path"], r["mtime"], r["length"]) for r in
+                             mine.select("path", "mtime", "length").collect()})  # (a file listed twice: once)
+            self._check_no_empty_file(run, op, s)
             files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number, **_stat(p)} for p, m, n in listed]
             opts = {k: v for k, v in s.options_in(self.params).items() if k not in ("format", "max_files_per_epoch")}
             new = run.read_files(op, s.options_in(self.params)["format"], [_readable(p) for p, _, _ in listed],
@@ -574,6 +644,23 @@ class StreamRun:
         part = self.store.write_part(df, op, f"c{number:010d}")
         part["rows"] = sum(p["rows"] for p in parts)
         return part
+
+    def _check_no_empty_file(self, run: RunContext, op: str, s: Stream) -> None:
+        """An empty file in a stream's folder fails the epoch (E0512): Spark's file source marks it as seen but
+        gives no row for it, so rows written into it later would never be read."""
+        folder = local_path(resolve(self.base_dir, value_of(s.path, self.params)))
+        if folder is None or not os.path.isdir(folder):
+            return
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if not name.startswith((".", "_")) and os.path.isfile(path) and os.path.getsize(path) == 0:
+                raise RuntimeFailure(
+                    f"{run.describe(op)}: the file {shown_path(path)} is empty", code="E0512", at=run.where(op),
+                    label="read here",
+                    notes=("a stream reads each file once, when it appears; Spark passes over an empty file, and "
+                           "what is written into it later would never be read",),
+                    hint="write files elsewhere and move them into the folder complete (one rename); remove the "
+                         "empty file, then run again")
 
     @staticmethod
     def strategy(scope: str) -> tuple[str, str]:
@@ -627,6 +714,8 @@ class StreamRun:
         entry["state_bytes"] = sum(p.get("bytes", 0) for s in sources.values() for p in s["parts"])
         entry["seconds"] = round(time.perf_counter() - started, 4)
         self.epochs.append(entry)
+        self.epochs_run += 1
+        del self.epochs[:-REPORTED_EPOCHS]  # (a query that runs for months keeps the last ones)
         if "skipped" not in entry:
             self.stats = {"stats_epoch": entry["epoch"], **{k: v for k, v in run.report.document().items()
                                                             if k in ("loops", "operators")}}
@@ -647,7 +736,8 @@ class StreamRun:
         doc = {"pipeline": self.module.PIPELINE, "fingerprint": self.module.FINGERPRINT, "streaming": True,
                "trigger": str(self.trigger), "checkpoint": self.store.root,
                "query": str(self.query.id) if self.query is not None else None, "status": status,
-               "seconds": round(time.perf_counter() - self.started, 4), "epochs": self.epochs,
+               "seconds": round(time.perf_counter() - self.started, 4), "epochs_run": self.epochs_run,
+               "epochs": self.epochs,
                **self.stats}  # the last epoch that ran the pipeline, as a batch report has them (`graph --stats`)
         if error:
             doc["error"] = error

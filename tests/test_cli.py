@@ -312,6 +312,9 @@ def test_streaming_options_are_checked_before_spark_starts(run_cli, tmp_path):
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     remote = run_cli("run", str(flow), "--checkpoint", "hdfs://127.0.0.1:1/ck", env=without_java())
     assert remote.returncode == 2 and remote.stderr.startswith("error[E0409]: --checkpoint hdfs://"), remote.stderr
+    (tmp_path / "afile").write_text("x")
+    a_file = run_cli("run", str(flow), "--checkpoint", str(tmp_path / "afile"), env=without_java())
+    assert a_file.returncode == 2 and "is a file, not a folder" in a_file.stderr, a_file.stderr
 
 
 def test_show_and_graph_stats_on_a_streaming_pipeline(run_cli, tmp_path):

@@ -101,6 +101,7 @@ class Stream:
     def __init__(self, spark, folder, text: str):
         self.spark = spark
         self.folder = folder
+        folder.mkdir(exist_ok=True)
         self.flow = folder / "p.flow"
         self.flow.write_text(text)
         (folder / "in").mkdir(exist_ok=True)
@@ -396,3 +397,87 @@ def test_state_lost_behind_sparks_checkpoint_is_refused(spark, tmp_path, capsys)
     assert s.output("components", (int, int)) == Counter({1: 1, 2: 1}.items())
     assert s.run(full_refresh=True) == ExitCode.OK
     assert s.output("components", (int, int)) == Counter({1: 1, 2: 1, 3: 1}.items())
+
+
+def test_file_names_with_glob_characters_are_read_literally(spark, tmp_path):
+    """`w[1].csv` is one file, not a pattern that matches `w1.csv`: each file is read once, as it is named."""
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    s.drop_csv(["src", "dst"], [(1, 2)], name="w[1].csv")
+    s.drop_csv(["src", "dst"], [(7, 8), (8, 9)], name="w1.csv")
+    s.drop_csv(["src", "dst"], [(20, 21)], name="a{b,c}*?.csv")
+    assert s.run() == ExitCode.OK
+    assert s.manifest()["rows_so_far"] == 4
+    assert s.output("components", (int, int)) == Counter(
+        {1: 1, 2: 1, 7: 7, 8: 7, 9: 7, 20: 20, 21: 20}.items())
+
+
+def test_a_restart_with_other_param_values_is_refused(spark, tmp_path, capsys):
+    """The sinks hold the result for the params the query started with: a restart with other values is
+    refused (exit 5), as a changed plan is."""
+    s = Stream(spark, tmp_path, "param lo: long = 0\n" + CC.format(extra="").replace(
+        "both = edges |", "both = edges | where(src >= lo) |"))
+    s.drop_csv(["src", "dst"], [(1, 2)])
+    module = compile_to_module(str(s.flow))
+    run = lambda lo: execute(module, params={"lo": lo}, spark=spark, quiet=True,  # noqa: E731
+                             snapshots=SnapshotOptions(checkpoint=s.checkpoint),
+                             stream=StreamOptions("available-now"))[0]
+    assert run(0) == ExitCode.OK
+    capsys.readouterr()
+    assert run(2) == ExitCode.SNAPSHOT
+    err = capsys.readouterr().err
+    assert "error: checkpoint refused: its params' values (lo=2, was 0) changed" in err, err
+
+
+def test_full_refresh_leaves_another_pipelines_checkpoint_alone(spark, tmp_path, capsys):
+    other = Stream(spark, tmp_path / "o", CC.format(extra="").replace("pipeline scc", "pipeline other"))
+    (tmp_path / "o").mkdir(exist_ok=True)
+    other.drop_csv(["src", "dst"], [(1, 2)])
+    assert other.run() == ExitCode.OK
+    mine = Stream(spark, tmp_path, CC.format(extra=""))
+    mine.checkpoint = other.checkpoint
+    capsys.readouterr()
+    assert mine.run(full_refresh=True) == ExitCode.SNAPSHOT
+    assert "belongs to pipeline `other`" in capsys.readouterr().err
+    assert json.loads(open(os.path.join(other.checkpoint, "stream.json")).read())["pipeline"] == "other"
+    assert other.run() == ExitCode.OK
+
+
+def test_state_without_sparks_checkpoint_is_refused(spark, tmp_path, capsys):
+    """Spark's checkpoint deleted while scopeflow's state stays: a new query would read every file again and
+    skip its first epochs as committed. It is refused (exit 5)."""
+    import shutil
+
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    s.drop_csv(["src", "dst"], [(1, 2)])
+    assert s.run() == ExitCode.OK
+    shutil.rmtree(os.path.join(s.checkpoint, "spark"))
+    s.drop_csv(["src", "dst"], [(2, 3)])
+    capsys.readouterr()
+    assert s.run() == ExitCode.SNAPSHOT
+    assert "Spark's checkpoint" in capsys.readouterr().err
+    assert s.run(full_refresh=True) == ExitCode.OK
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1, 3: 1}.items())
+
+
+def test_an_empty_file_fails_the_epoch(spark, tmp_path, capsys):
+    """Spark passes over an empty file and marks it seen: rows written into it later would be lost. The epoch
+    fails (E0512); with the file removed, the run goes on."""
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    s.drop_csv(["src", "dst"], [(1, 2)])
+    (tmp_path / "in" / "empty.csv").write_text("")
+    capsys.readouterr()
+    assert s.run() == ExitCode.RUNTIME
+    assert "error[E0512]" in capsys.readouterr().err
+    (tmp_path / "in" / "empty.csv").unlink()
+    assert s.run() == ExitCode.OK
+    assert s.output("components", (int, int)) == Counter({1: 1, 2: 1}.items())
+
+
+def test_full_refresh_with_no_input_leaves_no_old_result(spark, tmp_path):
+    """--full-refresh over a folder emptied since: the sinks hold the result over no input, not the old one."""
+    s = Stream(spark, tmp_path, CC.format(extra=""))
+    f = s.drop_csv(["src", "dst"], [(1, 2)])
+    assert s.run() == ExitCode.OK
+    f.unlink()
+    assert s.run(full_refresh=True) == ExitCode.OK
+    assert s.output("components", (int, int)) == Counter()
