@@ -152,51 +152,37 @@ def link_input(paths: list, folder: str) -> None:
 
 
 def run_stream(spark, paths: list) -> dict:
-    from scopeflow.api import compile_to_module
+    """The streaming pipeline over `paths`, `--trigger available-now`: every file one epoch."""
     from scopeflow.runtime.arguments import SnapshotOptions
-    from scopeflow.runtime.launcher import execute
     from scopeflow.runtime.streaming import StreamOptions
 
-    work = tempfile.mkdtemp(prefix="sf-bench-stream-")
-    try:
-        link_input(paths, os.path.join(work, "stream_in"))
-        flow = os.path.join(work, "bench_stream_cc.flow")
-        with open(flow, "w", encoding="utf-8") as fh:
-            fh.write(STREAM_FLOW)
-        report = os.path.join(work, "report.json")
-        module = compile_to_module(flow)
-        t = time.perf_counter()
-        code, _ = execute(module, spark=spark, quiet=True, report=report,
-                          snapshots=SnapshotOptions(checkpoint=os.path.join(work, "ckpt")),
-                          stream=StreamOptions("available-now"))
-        seconds = time.perf_counter() - t
-        if code != 0:
-            raise RuntimeError(f"the streaming run failed (exit {int(code)}); report in {report}")
-        with open(report, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        rows = read_output(os.path.join(work, "out", "components"))
-        return {"seconds": seconds, "report": doc, "rows": rows}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return _run(spark, paths, "stream", STREAM_FLOW,
+                lambda work: {"snapshots": SnapshotOptions(checkpoint=os.path.join(work, "ckpt")),
+                              "stream": StreamOptions("available-now")})
 
 
 def run_batch(spark, paths: list) -> dict:
+    """The same pipeline with `read csv` over the folder of all `paths`: one batch run."""
+    return _run(spark, paths, "batch", BATCH_FLOW, lambda work: {})
+
+
+def _run(spark, paths: list, kind: str, text: str, options) -> dict:
     from scopeflow.api import compile_to_module
     from scopeflow.runtime.launcher import execute
 
-    work = tempfile.mkdtemp(prefix="sf-bench-stream-batch-")
+    work = tempfile.mkdtemp(prefix=f"sf-bench-{kind}-")
     try:
         link_input(paths, os.path.join(work, "stream_in"))
-        flow = os.path.join(work, "bench_batch_cc.flow")
+        flow = os.path.join(work, f"bench_{kind}_cc.flow")
         with open(flow, "w", encoding="utf-8") as fh:
-            fh.write(BATCH_FLOW)
+            fh.write(text)
         report = os.path.join(work, "report.json")
         module = compile_to_module(flow)
         t = time.perf_counter()
-        code, _ = execute(module, spark=spark, quiet=True, report=report)
+        code, _ = execute(module, spark=spark, quiet=True, report=report, **options(work))
         seconds = time.perf_counter() - t
         if code != 0:
-            raise RuntimeError(f"the batch run failed (exit {int(code)})")
+            raise RuntimeError(f"the {kind} run failed (exit {int(code)}); report in {report}")
         with open(report, encoding="utf-8") as fh:
             doc = json.load(fh)
         rows = read_output(os.path.join(work, "out", "components"))

@@ -589,10 +589,17 @@ class StreamRun:
 
     def _loop_snapshots(self, run: RunContext, number: int, sources: dict, entry: dict) -> None:
         """Snapshots of the epoch's loops: a loop killed mid-epoch resumes from its snapshot when the epoch runs
-        again, if the epoch's input so far is the same (its parts' checksums are the snapshot's inputs too)."""
+        again, if the epoch's input so far is the same: the parts committed before (their checksums) and the files
+        the epoch read (size, time; its own part is written again by the replay, not byte for byte the same)."""
         folder = self.store.loops_dir(number)
-        inputs = {f"stream:{op}": [sorted(p["files"].values()) for p in state["parts"]]
-                  for op, state in sources.items()}
+        inputs = {}
+        for op, state in sources.items():  # the parts committed before, and the files this epoch read
+            inputs[f"stream:{op}"] = {"path": f"stream {self.streams[op].format} of {op}",
+                                      "parts": [sorted(p["files"].values()) for p in state["parts"]
+                                                if p["name"] != f"e{number:010d}"],
+                                      "new": [[f["path"], f.get("size"), f.get("mtime_ns")] for f in state["files"]
+                                              if f["epoch"] == number],
+                                      "rows": state["rows"]}
         opts = attrs.evolve(self.loop_snapshots, checkpoint=folder, resume=os.path.isdir(folder))
         try:
             run.configure_snapshots(opts, file_sources(self.module), inputs)
