@@ -289,9 +289,10 @@ def test_the_connected_components_example_over_a_stream_runs_as_a_new_user_tries
     assert "streaming.flow:4:1" in missing.stderr and "mkdir -p" in missing.stderr
     (tmp_path / "incoming").mkdir()
     shutil.copy(tmp_path / "data" / "graph.csv", tmp_path / "incoming" / "graph.csv")
-    out = run_cli("run", str(flow), "--trigger", "available-now")
+    out = run_cli("run", str(flow), "--trigger", "available-now", cwd=str(tmp_path))  # (its checkpoint: there)
     assert out.returncode == 0, out.stderr
     assert "epoch 0: 1 file" in out.stderr + out.stdout
+    assert (tmp_path / ".scopeflow" / "connected_components" / "stream.json").exists()
     batch = run_cli("run", cc)
     assert batch.returncode == 0, batch.stderr
     assert Counter(read_output(str(tmp_path / "out" / "streamed"))) == \
