@@ -102,10 +102,16 @@ class SnapshotOptions:
         return self.checkpoint or os.path.join(".scopeflow", pipeline)
 
     def wanted(self, module) -> bool:
+        """A batch run takes snapshots: asked for by an option (a checkpoint folder, `--resume` included) or by a
+        loop of the pipeline."""
+        return self.of_loops(module) or (not self.disabled and bool(self.checkpoint or self.resume))
+
+    def of_loops(self, module) -> bool:
+        """The loops take snapshots: asked for by a snapshot option or by a loop of the pipeline (not by a
+        checkpoint folder alone, which a streaming pipeline always has)."""
         if self.disabled:
             return False
-        return bool(self.checkpoint or self.every or self.mode or self.async_writes or self.resume
-                    or self.declared(module))
+        return bool(self.every or self.mode or self.async_writes or self.declared(module))
 
     @staticmethod
     def declared(module) -> bool:

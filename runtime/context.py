@@ -4,6 +4,7 @@ snapshots and the report share. Loops run in `loop.py`, their rounds in `round.p
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -228,11 +229,15 @@ class RunContext:
         """An operator as the user wrote it: `source edges`, `reduce best`, `join`."""
         return self.operators[op].described() if op in self.operators else op
 
+    def reading(self, op: str) -> failures.Action:
+        """Source `op`'s read, as the action a failure names."""
+        return failures.Action(self.describe(op), self.where(op), doing="reading")
+
     def read(self, op: str, fmt: str, path: str, schema: Optional[str], options: dict) -> DataFrame:
         """A source. Its files were checked before Spark started when they are on this machine (preflight:
         they exist, can be read, name the declared fields); those on other file systems are checked here
         (`_checked_header`). A CSV file with a header is read by name (`_reader`)."""
-        action = failures.Action(self.describe(op), self.where(op), doing="reading")
+        action = self.reading(op)
         if fmt == "table":
             with self.acting(action):
                 df = self.spark.read.table(path)
@@ -310,10 +315,9 @@ class RunContext:
         """The files of a `stream files(...)` source that appeared in an epoch, read as a `read` source reads
         its files: a CSV file with a header by name (files whose headers differ in order are read apart),
         `on_error`, a failure naming the file."""
-        action = failures.Action(self.describe(op), self.where(op), doing="reading")
         opts = inputs.reader_options(fmt, options)
         fields = tuple((n, failures.flow_type(t)) for n, t in _ddl_fields(schema))
-        with self.acting(action):
+        with self.acting(self.reading(op)):
             groups: dict = {}
             for f in files:
                 groups.setdefault(self._checked_header(op, fmt, _literal_path(f), schema, opts), []).append(f)
@@ -322,10 +326,7 @@ class RunContext:
                 folder = os.path.dirname(group[0]) if len(group) > 1 else group[0]
                 self.inputs[op] = failures.Input(self.describe(op), self.where(op), folder, fmt, fields, opts, header)
                 frames.append(self._reader(fmt, [_literal_path(f) for f in group], schema, opts, header))
-            out = frames[0]
-            for df in frames[1:]:
-                out = out.unionByName(df)
-            return out
+            return functools.reduce(DataFrame.unionByName, frames)
 
     def values(self, op: str, schema: str, rows: list) -> DataFrame:
         return self.spark.createDataFrame(rows, schema)

@@ -67,8 +67,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             config = module.CONFIG
         if is_stream:
             with settings(spark, config, on_fixed=_fixed):
-                loop_snapshots = snapshots if snapshots is not None and not snapshots.disabled and (
-                    snapshots.every or snapshots.mode or snapshots.async_writes or snapshots.declared(module)) else None
+                loop_snapshots = snapshots if snapshots is not None and snapshots.of_loops(module) else None
                 streaming = StreamRun(spark, module, values, progress, stream, checkpoint, base_dir, trace=trace,
                                       detailed=bool(report), diagnostics=diagnostics, report_path=report,
                                       loop_snapshots=loop_snapshots)

@@ -23,6 +23,7 @@ incremental one comes with issue #24).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime.context import RunContext
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown_path
 from scopeflow.runtime.progress import Progress
+from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.snapshots import SnapshotRefused, atomic_json, sha256_file
 from scopeflow.runtime.spec import Stream, streams, value_of
 from scopeflow.runtime.spec import sources as file_sources
@@ -275,11 +277,15 @@ class EpochStore:
                 folder = self.part_dir(op, part["name"])
                 for name, digest in part["files"].items():
                     path = os.path.join(folder, name)
-                    if not os.path.exists(path) or sha256_file(path) != digest:
-                        raise CheckpointRefused(
-                            f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is "
-                            f"{'missing' if not os.path.exists(path) else 'not what epoch ' + str(manifest['epoch']) + ' wrote'}"
-                            "\nhint: run with --full-refresh to recompute from all input")
+                    if not os.path.exists(path):
+                        problem = "missing"
+                    elif sha256_file(path) != digest:
+                        problem = f"not what epoch {manifest['epoch']} wrote"
+                    else:
+                        continue
+                    raise CheckpointRefused(
+                        f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is {problem}"
+                        "\nhint: run with --full-refresh to recompute from all input")
 
     def commit(self, manifest: dict) -> None:
         """Commit an epoch (one rename), then drop older manifests and the parts no longer listed."""
@@ -407,10 +413,7 @@ class StreamRun:
         if self.manifest is not None:
             self.progress.trace(f"continuing after epoch {self.manifest['epoch']} "
                                 f"(checkpoint {shown_path(self.store.root)})")
-        new = None
-        for op, s in self.streams.items():
-            df = self._new_records(op, s)
-            new = df if new is None else new.unionByName(df)
+        new = functools.reduce(DataFrame.unionByName, [self._new_records(op, s) for op, s in self.streams.items()])
         writer = (new.writeStream.foreachBatch(self._on_batch)
                   .option("checkpointLocation", self.store.spark_dir).trigger(**self.trigger.spark()))
         with self._signals():
@@ -624,15 +627,17 @@ class StreamRun:
             listed = sorted({(r["path"], r["mtime"], r["length"]) for r in
                              mine.select("path", "mtime", "length").collect()})  # (a file listed twice: once)
             self._check_no_empty_file(run, op, s)
-            files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number, **_stat(p)} for p, m, n in listed]
-            opts = {k: v for k, v in s.options_in(self.params).items() if k not in ("format", "max_files_per_epoch")}
-            new = run.read_files(op, s.options_in(self.params)["format"], [_readable(p) for p, _, _ in listed],
-                                 s.schema, opts) if listed else None
+            files = [{"path": p, "mtime": str(m), "length": int(n), "epoch": number, **(_stat(p) or {})}
+                     for p, m, n in listed]
+            opts = s.options_in(self.params)
+            fmt = opts.pop("format")
+            opts.pop("max_files_per_epoch", None)
+            new = run.read_files(op, fmt, [_readable(p) for p, _, _ in listed], s.schema, opts) if listed else None
         if new is not None:
             from pyspark.sql import Observation
 
             obs = Observation(f"stream:{op}")
-            with run.acting(_reading(run, op)):
+            with run.acting(run.reading(op)):
                 part = self.store.write_part(new.observe(obs, F.count(F.lit(1)).alias("n")), op, f"e{number:010d}")
             part["rows"] = int(obs.get.get("n") or 0)
             if part["rows"]:
@@ -682,10 +687,9 @@ class StreamRun:
             for f in state["files"]:
                 if f["epoch"] == number:
                     continue
-                local = local_path(_readable(f["path"]))
-                if local is None:
-                    continue
                 now = _stat(f["path"])
+                if now is None:
+                    continue  # on another file system
                 if not now:
                     problem = "was removed"
                 elif now == {k: f.get(k) for k in now}:
@@ -694,8 +698,9 @@ class StreamRun:
                     problem = f"changed ({f.get('size', f['length']):,} bytes when read, {now['size']:,} now)"
                 else:
                     problem = "changed (its modification time is not the one it had when read)"
+                shown = shown_path(_readable(f["path"]))
                 raise RuntimeFailure(
-                    f"{run.describe(op)}: the file {shown_path(local)} {problem} after epoch {f['epoch']} read it",
+                    f"{run.describe(op)}: the file {shown} {problem} after epoch {f['epoch']} read it",
                     code="E0511", at=run.where(op), label="read here",
                     notes=("the sinks and the stream's state hold its rows as they were read; a stream's input "
                            "only grows",),
@@ -761,12 +766,12 @@ class StreamRun:
                 "; a restart with the same --checkpoint continues from there")
 
 
-def _stat(path: str) -> dict:
-    """A local file's size and modification time (ns) as this process sees it; {} when it is missing or not
-    local (what `_check_unchanged` compares)."""
+def _stat(path: str) -> Optional[dict]:
+    """A local file's size and modification time (ns) as this process sees it (what `_check_unchanged`
+    compares); {} when it is missing, None when it is on another file system."""
     local = local_path(_readable(path))
     if local is None:
-        return {}
+        return None
     try:
         st = os.stat(local)
     except FileNotFoundError:
@@ -781,20 +786,8 @@ def _readable(path: str) -> str:
     return urllib.parse.unquote(local) if local is not None else path
 
 
-def _reading(run: RunContext, op: str):
-    from scopeflow.runtime import failures
-
-    return failures.Action(run.describe(op), run.where(op), doing="reading")
-
-
 def restarted(checkpoint: str) -> bool:
     """The streaming query of checkpoint `checkpoint` ran before (its identity is there): the targets of its
     sinks may hold its epochs (an `error_if_exists` sink is checked when a query first starts)."""
     return os.path.exists(os.path.join(local_path(checkpoint) or checkpoint, IDENTITY))
-
-
-def fault(point: str) -> None:
-    from scopeflow.runtime.sinks import fault as _fault
-
-    _fault(point)
 
