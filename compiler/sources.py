@@ -83,7 +83,7 @@ def _read(lw: Lowering, src: A.ReadSource):
                 did_you_mean(src.format, formats))
     path, options = _arguments(lw, src.args, f"`{src.format}`", None)
     if not src.streaming:
-        _check_options(lw, src)
+        _check_options(lw, src, src.format, f"`read {src.format}`")
     else:
         _check_stream_options(lw, src, path, dict(options))
     if path is None and src.format != "rate":
@@ -139,14 +139,7 @@ def _check_stream_options(lw: Lowering, src: A.ReadSource, path, options: dict) 
             lw.fail("E0114", f"`format` is {_choices(STREAM_FILE_FORMATS)}, not {shown}", fmt.span, "not a format",
                     did_you_mean(str(value), STREAM_FILE_FORMATS) if isinstance(value, str) else
                     ["the format is a constant: the stream's checkpoint is bound to it"])
-        for name, a in given.items():
-            if name.lower() in OWNED_OPTIONS or name.lower() in STREAM_OWNED:
-                lw.fail("E0114", f"{what} option `{name}` is set by scopeflow", a.span, "set by scopeflow",
-                        [OWNED_OPTIONS.get(name.lower()) or STREAM_OWNED[name.lower()]])
-            if name == "on_error" and options[name] not in ON_ERROR_MODES and not isinstance(options[name],
-                                                                                           ops.ParamRef):
-                lw.fail("E0114", f"`on_error` is {_choices(tuple(ON_ERROR_MODES))}, not {_shown_value(options[name])}",
-                        a.span, "not one of these", did_you_mean(str(options[name]), ON_ERROR_MODES))
+        _check_options(lw, src, value, what, {**OWNED_OPTIONS, **STREAM_OWNED})  # (the files' format's options)
     for name in STREAM_COUNTS[src.format]:
         a = given.get(name)
         if a is None:
@@ -169,18 +162,19 @@ STREAM_OWNED = {o.lower(): "scopeflow reads every file that appears in the folde
                  "sourceArchiveDir", "fileNameOnly", "maxCachedFiles", "discardCachedInputRatio")}
 
 
-def _check_options(lw: Lowering, src: A.ReadSource) -> None:
-    """The options scopeflow reads itself take one of their values; those it sets itself are refused."""
-    own = SOURCE_OPTIONS.get(src.format, {})
+def _check_options(lw: Lowering, src: A.ReadSource, fmt: str, what: str, owned: dict = OWNED_OPTIONS) -> None:
+    """The options scopeflow reads itself take one of their values; those it sets itself (`owned`) are refused.
+    `fmt`: the format of the source's files; `what`: the source as messages name it (`read csv`)."""
+    own = SOURCE_OPTIONS.get(fmt, {})
     for a in src.args:
         if a.name is None:
             continue
         name = a.name.lower()
-        if name in OWNED_OPTIONS:
-            lw.fail("E0114", f"`read {src.format}` option `{a.name}` is set by scopeflow", a.span, "set by scopeflow",
-                    [OWNED_OPTIONS[name]])
+        if name in owned:
+            lw.fail("E0114", f"{what} option `{a.name}` is set by scopeflow", a.span, "set by scopeflow",
+                    [owned[name]])
         if name == "on_error" and name not in own:
-            lw.fail("E0114", f"`read {src.format}` has no option `{a.name}`", a.span, "unknown option",
+            lw.fail("E0114", f"{what} has no option `{a.name}`", a.span, "unknown option",
                     ["only csv and json sources read records that can be malformed"])
         if name not in own:
             continue

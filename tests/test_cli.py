@@ -313,6 +313,11 @@ def test_streaming_options_are_checked_before_spark_starts(run_cli, tmp_path):
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     remote = run_cli("run", str(flow), "--checkpoint", "hdfs://127.0.0.1:1/ck", env=without_java())
     assert remote.returncode == 2 and remote.stderr.startswith("error[E0409]: --checkpoint hdfs://"), remote.stderr
+    flow.write_text("param how: string = \"fail\"\n" + text.replace('format = "csv", header = true)',
+                                                                  'format = "csv", header = true, on_error = how)'))
+    bad_mode = run_cli("run", str(flow), "--param", "how=skipp", env=without_java())
+    assert bad_mode.returncode == 2 and bad_mode.stderr.startswith("error[E0114]: source `edges`: on_error = \"skipp\""), \
+        bad_mode.stderr
     (tmp_path / "afile").write_text("x")
     a_file = run_cli("run", str(flow), "--checkpoint", str(tmp_path / "afile"), env=without_java())
     assert a_file.returncode == 2 and "is a file, not a folder" in a_file.stderr, a_file.stderr
