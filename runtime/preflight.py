@@ -87,6 +87,10 @@ def check_streams(module, params: dict, base_dir: str) -> None:
         if local is None:
             continue  # on another file system: Spark's listing says
         name, at = source_at(module, op)
+        options = files.normalized_options(stream.options_in(params))
+        problem = files.on_error_problem(options.get("format", ""), options)
+        if problem is not None:  # (an `on_error` param given a value that is no mode)
+            raise RunRefused(f"{name}: {problem.message}", problem.hint, "E0114", at, "read here")
         what = f"{name}: stream folder {raw}" + (f" (--param {stream.path.name})" if isinstance(stream.path, Param)
                                                  else "")
         if not os.path.exists(local) and not files.is_glob(local):
