@@ -18,6 +18,7 @@ import re
 from typing import Optional
 
 from scopeflow.compiler import ops
+from scopeflow.compiler.incremental import loop_strategies
 from scopeflow.compiler.plan import Chain, Plan, Scope
 from scopeflow.compiler.pycolumns import ColumnCode, _py
 from scopeflow.dsl.diagnostics import InternalError
@@ -43,6 +44,8 @@ class Codegen:
         self.script_dir = os.path.abspath(script_dir or os.path.dirname(self.flow_file))
         self.idents = _identifiers(plan)
         self.chain_of_last = {c.nodes[-1]: c for c in plan.chains}
+        self.strategies = loop_strategies(plan)  # streaming loops: incremental or recomputed, and why
+        self.seeded = {seed.join for s in self.strategies.values() if s.incremental for seed in s.seeds}
 
     def ident(self, nid: str) -> str:
         return self.idents[nid]
@@ -309,23 +312,30 @@ class Codegen:
 
     def visit_Join(self, node: ops.Join, cols: ColumnCode, ctx: str) -> str:
         left, right = self.ident(node.inputs[0]), self.ident(node.inputs[1])
+        seeded = node.id in self.seeded  # an import that grows: its new records also meet earlier epochs' (ctx.join)
+        other = "r" if seeded else right  # the right side as the step names it
         how = _py(JOIN_HOW[node.how])
         if left != right and not set(node.left_fields) & set(node.right_fields):
             # no field name on both sides: plain names are unambiguous, so no aliases (each alias is
             # one more DataFrame for Spark to analyse, every round in a loop)
             la = ra = None
-            joined = f".join({right}, {cols.expr(node.on)}, {how})"
+            joined = f".join({other}, {cols.expr(node.on)}, {how})"
         else:
             la, ra = ("l", "r") if left == right else (left, right)
-            joined = f".alias({_py(la)}).join({right}.alias({_py(ra)}), {cols.expr(node.on, sides=(la, ra))}, {how})"
+            joined = f".alias({_py(la)}).join({other}.alias({_py(ra)}), {cols.expr(node.on, sides=(la, ra))}, {how})"
+        step = joined + self.join_projection(node, la, ra)
+        return f".transform({ctx}.join, {_py(node.id)}, {right}, lambda l, r: l{step})" if seeded else step
+
+    def join_projection(self, node: ops.Join, la, ra) -> str:
+        """What follows Spark's join to give the node's columns in order ("" when it already has them)."""
         if node.how in ("semi", "anti"):  # Spark's semi/anti join output is the left side as it is
-            return joined
+            return ""
         shared = {lk for lk, rk in node.keys if lk == rk}
         names = [f.name for f in node.schema.fields]
         if not shared and names == [*node.left_fields, *(n for n in names if n not in node.left_fields)]:
-            return joined  # the join's own output already has the node's columns in order: no projection
+            return ""  # the join's own output already has the node's columns in order: no projection
         columns = [self.join_column(node, f.name, shared, la, ra) for f in node.schema.fields]
-        return f"{joined}.select({', '.join(columns)})"
+        return f".select({', '.join(columns)})"
 
     @staticmethod
     def join_column(node: ops.Join, name: str, shared: set, la, ra) -> str:
@@ -401,7 +411,10 @@ class Codegen:
         feedback: dict[str, list] = {}
         for var, src in scope.feedback:
             feedback.setdefault(nodes[var].var, []).append(src)
-        emits = ", ".join(f"sf.Emit({_py(e.name)}, {_py(e.mode)}, {_py(e.node)})" for e in scope.emits)
+        # a streaming pipeline's epoch over its new input only builds empty loop outputs: it needs their schemas
+        emits = ", ".join(f"sf.Emit({_py(e.name)}, {_py(e.mode)}, {_py(e.node)}"
+                          f"{', ' + _py(nodes[e.node].schema.ddl()) if self.plan.streaming else ''})"
+                          for e in scope.emits)
         combine = {nodes[v].var: self.plan.feedback_combiner(v) for v in scope.vars}
         combine = {var: op for var, op in combine.items() if op is not None}
         imports = ", ".join(f"{_py(nodes[i].name)}: {_py(self.join_keys_of_import(i))}" for i in scope.imports)
@@ -432,7 +445,26 @@ class Codegen:
             lines.append(f"    snapshot_every={self.constant(o.snapshot_every)},")
         if o.snapshot_recompute:
             lines.append("    snapshot_recompute=True,")
+        strategy = self.strategies.get(scope.id)
+        if strategy is not None:
+            lines += self.strategy_record(strategy)
         return lines + [")"]
+
+    def strategy_record(self, s) -> list[str]:
+        """How epochs may evaluate a streaming loop (compiler/incremental.py), as the runtime takes it."""
+        if not s.incremental:
+            return [f"    strategy=sf.Strategy(False, {_py(s.why)}),"]
+        seeds = [f"sf.Seed({_py(x.join)}, {_py(x.imported)}, import_left={x.import_left!r}"
+                 + (f", state={_py(x.state)}" if x.state else f", var={_py(x.var)}, states={_py(list(x.states))}")
+                 + ")" for x in s.seeds]
+        return ["    strategy=sf.Strategy(",
+                "        True,",
+                f"        {_py(s.why)},",
+                f"        seeds=[{', '.join(seeds)}],",
+                f"        streams={_py(list(s.streams))},",
+                f"        sources={_py(list(s.sources))},",
+                f"        states={_py(list(s.states))},",
+                "    ),"]
 
 
 def _identifiers(plan: Plan) -> dict:

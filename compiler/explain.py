@@ -1,6 +1,7 @@
 """`scopeflow explain`: the plan as text (scope tree, operators with schemas, chains, edges)."""
 from __future__ import annotations
 
+from scopeflow.compiler.incremental import loop_strategies, seed_text
 from scopeflow.compiler.plan import Plan
 
 
@@ -24,6 +25,13 @@ def explain(plan: Plan) -> str:
     for s in plan.loop_scopes():
         out += [f"  {s.id}: {e.mode} {e.node} ({plan.nodes[e.node].label()}) -> {e.out} ({plan.nodes[e.out].name})"
                 for e in s.emits]
+    strategies = loop_strategies(plan)
+    if strategies:  # a streaming pipeline: how its epochs evaluate each loop (docs/language.md#incremental-loops)
+        out += ["", "loops across epochs:"]
+        for sid, s in strategies.items():
+            out.append(f"  {sid}: {s.name}")
+            lines = [s.summary, *(seed_text(plan, x) for x in s.seeds)] if s.incremental else s.reasons
+            out += [f"    - {line}" for line in lines]
     out += ["", "sinks:"]
     for sink in plan.sinks:
         where = f" {sink.path}" if sink.path is not None else ""

@@ -62,6 +62,7 @@ from typing import Iterable
 from attrs import define, field, frozen
 
 from scopeflow.compiler import ops
+from scopeflow.compiler.incremental import loop_strategies
 from scopeflow.compiler.plan import Plan, Scope
 from scopeflow.dsl.diagnostics import InternalError
 
@@ -240,6 +241,14 @@ class Drawing:
     nodes: dict = field(factory=dict)  # id -> DrawNode, definition order
     edges: list = field(factory=list)
     sink_ids: list = field(factory=list)
+    strategies: dict = field(factory=dict)  # streaming loops: incremental or recomputed (compiler/incremental.py)
+
+    def strategy_text(self, scope: Scope) -> str:
+        """How epochs evaluate a streaming loop: "incremental", or "recomputed: " and the first reason."""
+        s = self.strategies.get(scope.id)
+        if s is None:
+            return ""
+        return "incremental across epochs" if s.incremental else f"recomputed each epoch: {s.reasons[0]}"
 
 
 def _titled(node: ops.Operator) -> bool:
@@ -309,7 +318,7 @@ def _emit_word(plan: Plan, out_id: str) -> str:
 def build_drawing(plan: Plan, stats=None) -> Drawing:
     """Decide what is drawn: every node but `loop` nodes, every edge that does not touch one, the sinks."""
     rs = stats if isinstance(stats, RunStats) else RunStats.of(stats)
-    d = Drawing(plan, rs)
+    d = Drawing(plan, rs, strategies=loop_strategies(plan))
     loops = {nid for nid, n in plan.nodes.items() if isinstance(n, ops.Loop)}
     for node in plan.nodes.values():
         if node.id not in loops:
@@ -407,11 +416,16 @@ def _edge_attrs(e: DrawEdge) -> dict:
     return attrs
 
 
-def _cluster_label(plan: Plan, scope: Scope, stats: RunStats) -> _Html:
+def _cluster_label(plan: Plan, scope: Scope, stats: RunStats, strategies: dict) -> _Html:
     lines = [f'<B>{_esc(loop_title(scope))}</B>']
     opts = loop_options(plan, scope)
     if opts:
         lines.append(f'<FONT POINT-SIZE="9">{_esc(opts)}</FONT>')
+    strategy = strategies.get(scope.id)
+    if strategy is not None:
+        color = "#15803d" if strategy.incremental else "#6b7280"
+        text = "incremental across epochs" if strategy.incremental else "recomputed each epoch"
+        lines.append(f'<FONT POINT-SIZE="9" COLOR="{color}">{_esc(text)}</FONT>')
     run = stats.loop_text(scope)
     if run:
         lines.append(f'<FONT POINT-SIZE="9" COLOR="#9a3412">{_esc(run)}</FONT>')
@@ -439,9 +453,11 @@ def _dot_chain(d: Drawing, chain, indent: str, out: list) -> None:
 
 
 def _dot_loop(d: Drawing, scope: Scope, indent: str, out: list) -> None:
-    attrs = {"label": _cluster_label(d.plan, scope, d.stats), **LOOP_STYLE,
+    strategy = d.strategy_text(scope)
+    attrs = {"label": _cluster_label(d.plan, scope, d.stats, d.strategies), **LOOP_STYLE,
              "fillcolor": LOOP_FILL[min(scope.depth, len(LOOP_FILL)) - 1],
-             "tooltip": f"{loop_title(scope)} [{scope.id}]: {loop_options(d.plan, scope)}"}
+             "tooltip": f"{loop_title(scope)} [{scope.id}]: {loop_options(d.plan, scope)}"
+                        + (f"; {strategy}" if strategy else "")}
     out.append(f"{indent}subgraph {_q('cluster_loop_' + scope.id)} {{")
     out.append(f"{indent}  graph [{_attrs(attrs)}];")
     _dot_scope(d, scope, indent + "  ", out)
@@ -547,7 +563,7 @@ def plan_to_mermaid(plan: Plan, stats=None) -> str:
                 out.append(f"{indent}end")
             if kind == "scope":
                 label = " · ".join(p for p in (loop_title(item), loop_options(plan, item),
-                                               d.stats.loop_text(item)) if p)
+                                               d.strategy_text(item).split(":")[0], d.stats.loop_text(item)) if p)
                 out.append(f'{indent}subgraph {scope_ids[item.id]}["{_mm(label)}"]')
                 out.append(f"{indent}  direction TB")
                 walk(item, indent + "  ")

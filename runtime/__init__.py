@@ -12,6 +12,8 @@ _EXPORTS = {
     "Param": "scopeflow.runtime.spec",
     "LoopSpec": "scopeflow.runtime.spec",
     "Emit": "scopeflow.runtime.spec",
+    "Seed": "scopeflow.runtime.spec",
+    "Strategy": "scopeflow.runtime.spec",
     "Source": "scopeflow.runtime.spec",
     "Stream": "scopeflow.runtime.spec",
     "Sink": "scopeflow.runtime.spec",

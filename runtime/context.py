@@ -357,13 +357,15 @@ class RunContext:
         self._cached.append(df)
         return df
 
-    def prepare_import(self, df: DataFrame, keys: list) -> DataFrame:
+    def prepare_import(self, df: DataFrame, keys: list, own: bool = True) -> DataFrame:
         """A loop import: replayed every round, so cache it once per activation, partitioned by
-        the columns the body joins it on (the join then needs no shuffle of the import)."""
+        the columns the body joins it on (the join then needs no shuffle of the import). `own`: this run
+        frees it when it closes (an incremental loop's import pieces outlive the epoch's run)."""
         if keys:  # sorted too: the body's sort-merge joins then need no per-round sort of the import
             df = df.repartition(self.partitions, *keys).sortWithinPartitions(*keys)
         df = df.persist()
-        self._cached.append(df)
+        if own:
+            self._cached.append(df)
         return df
 
     # ---- loops ------------------------------------------------------------------------------------------
@@ -371,12 +373,21 @@ class RunContext:
     def loop(self, spec: LoopSpec, body: Callable, entries: dict, imports: dict):
         """Run one activation of a loop; its single output, or {emit name: output}."""
         outputs = self._restored_outputs(spec) if self.recovery is not None and not self.stack else None
+        start = self.epoch.loops.get(spec.scope) if self.epoch is not None and not self.stack else None
+        if outputs is None and start is not None and start.unchanged:
+            outputs = start.outputs(spec)  # an incremental loop no new input reaches: its fixpoint carries over
         if outputs is None:
             act = self.recovery.take(spec.scope, len(self.stack)) if self.recovery is not None else None
             if act is None:
                 act = Activation(spec.scope, self.activations.get(spec.scope, 0) + 1, recompute=spec.snapshot_recompute)
             elif act.resumed:
                 self.progress.trace(f"loop {spec.scope}: resuming activation {act.number} at round {act.round}")
+            if start is not None:  # an incremental loop's growing imports, kept across epochs
+                imports = {**imports, **start.owner.imports(self, spec, start, imports)}
+            if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
+                act.preloaded = dict(start.states)
+                act.seeds = start.seeds(spec, entries)
+                entries = start.entries
             act.recompute = spec.snapshot_recompute
             self.activations[spec.scope] = act.number
             if not self.jvm_metrics:
@@ -385,6 +396,8 @@ class RunContext:
             with self._loop_conf(), self.acting(self._loop_action(spec, act)):
                 outputs = run_activation(self, spec, body, entries, imports, act)
             self.report.loop_done(spec.scope, act.number)
+            if self.epoch is not None and spec.incremental and not self.stack:
+                self.epoch.finished[spec.scope] = act  # its states start the next epoch
         if self.snapshots is not None and not self.stack:
             self.snapshots.completed[spec.scope] = {k: v for k, v in outputs.items() if v is not None}
         return outputs[None] if spec.single_output else outputs

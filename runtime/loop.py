@@ -20,7 +20,7 @@ from scopeflow.runtime.counters import FED_COUNTER
 from scopeflow.runtime.deployment import task_slots
 from scopeflow.runtime.checkpoints import unknown_partitioning
 from scopeflow.runtime.report import RoundRecord
-from scopeflow.runtime.round import Round, union_all
+from scopeflow.runtime.round import Pieces, Round, union_all
 from scopeflow.runtime.spec import LoopSpec, ddl_columns
 from scopeflow.runtime.state import ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
@@ -44,6 +44,11 @@ class Activation:
     attempt: int = 0  # the id of the last termination attempt
     recompute: bool = False  # `snapshot recompute`: snapshots keep positions only
     resumed: bool = False  # restored from a snapshot (its counts of the round are known)
+    # an incremental epoch's start (runtime/incremental.py): the previous epoch's states, by operator, which
+    # the states take in round 0, and what the seeded joins add to round 0 (join -> (history, new records, the
+    # import is the left side))
+    preloaded: dict = field(factory=dict)
+    seeds: dict = field(factory=dict)
 
 
 def run_activation(run, spec: LoopSpec, body: Callable, entries: dict, imports: dict, act: Activation) -> dict:
@@ -70,7 +75,9 @@ class LoopExecutor:
         rounds = run.resolve(spec.rounds) if spec.rounds is not None else None
         self.protocol = TerminationProtocol(spec.scope, act.number, self.max_rounds, spec.on_max, rounds,
                                             spec.operators, run.attempt_ids)
-        self.imports = {name: run.prepare_import(df, spec.imports.get(name) or []) for name, df in imports.items()}
+        # (an incremental loop's growing imports come prepared, as `Pieces` kept across epochs by their owner)
+        self.imports = {name: df if isinstance(df, Pieces) else run.prepare_import(df, spec.imports.get(name) or [])
+                        for name, df in imports.items()}
         self.held: list = []  # checkpoints of the previous round, released once the next round is stored
         self.narrow: Optional[int] = None  # partitions of the fed-back and emitted checkpoints after round one
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
@@ -89,6 +96,7 @@ class LoopExecutor:
                         raise LoopMaxError(attempt, self.max_rounds)
                     break
                 act.variables, act.received = feedback, in_flight
+                act.seeds = {}  # (round 0's only)
                 act.combined = {v: spec.combine[v] for v in fed}
                 act.attempt, act.round = attempt.id, act.round + 1
                 run.maybe_snapshot(spec, act.round - 1)
@@ -96,7 +104,8 @@ class LoopExecutor:
             run.stack.pop()
             run.progress.loop_finished(spec, act.number)
             for df in self.imports.values():
-                df.unpersist()
+                if not isinstance(df, Pieces):
+                    df.unpersist()
         run.checkpoints.release(self.held)
         return self.outputs()
 
@@ -207,6 +216,9 @@ class LoopExecutor:
                 out[e.name] = act.last.get(e.node)
             else:
                 out[e.name] = act.states[e.node].full() if e.node in act.states else None
+            if e.mode == "all" and self.spec.incremental and e.node in act.states:
+                # a distinct's records of every round are its state, also those of earlier epochs it started from
+                out[e.name] = act.states[e.node].full()
         return out
 
 

@@ -24,6 +24,8 @@ class Round:
         self.spec = spec
         self.index = activation.round
         self.states = activation.states  # reduce/distinct states: a round adds those its operators start
+        self.preloaded = activation.preloaded  # states an incremental epoch starts from (taken once)
+        self.seeds = activation.seeds if activation.round == 0 else {}
         self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
@@ -65,6 +67,7 @@ class Round:
         state = self.states.get(op)
         if state is None:
             state = self.states[op] = ReduceState(op, list(keys), [(name, fn) for name, fn, _ in aggs])
+            state.preload(self.preloaded.pop(op, None))
         if state.delta_aggs is None:  # built once per activation: the aggregates are the same every round
             state.delta_aggs = [self.run.aggregate(fn, col).alias(name) for name, fn, col in aggs]
         combined = self.combined.get(op)
@@ -80,7 +83,24 @@ class Round:
         state = self.states.get(op)
         if state is None:
             state = self.states[op] = DistinctState(op, df.columns)
+            state.preload(self.preloaded.pop(op, None))
         return self.count(state.step(self, df), op)
+
+    def join(self, left: DataFrame, op: str, right, fn: Callable) -> DataFrame:
+        """A join of the body with an import that grows (`fn(left, right)` is the join; the import is a frame or
+        `Pieces`). In the first round of an incremental epoch the import's new records also meet the other
+        side's records of earlier epochs (`Seed`): what they would have met, had they been there, is what the
+        loop's fixpoint lacks."""
+        seed = self.seeds.get(op)
+        import_left = seed[2] if seed is not None else isinstance(left, Pieces)
+        if import_left:
+            out = union_all([fn(piece, right) for piece in Pieces.of(left)])
+        else:
+            out = union_all([fn(left, piece) for piece in Pieces.of(right)])
+        if seed is None:
+            return out
+        history, new, _ = seed
+        return out.unionByName(fn(new, history) if import_left else fn(history, new))
 
     def share(self, df: DataFrame, op: str) -> DataFrame:
         """A stream read by several operators of the round: materialise it once, in the round's job."""
@@ -176,6 +196,16 @@ class Round:
             for op, ms in operator_times([(key, pre) for key, pre, _ in self.pending]).items():
                 run.report.task_ms[op] = run.report.task_ms.get(op, 0.0) + ms
         return counts, observed
+
+
+class Pieces(tuple):
+    """An import of an incremental loop kept as several prepared frames across epochs (each partitioned and
+    sorted by its join keys): the one of an earlier epoch and those that the epochs since added
+    (`incremental.EpochLoops.imports`). A join reads each piece as it is, so none is shuffled or sorted again."""
+
+    @staticmethod
+    def of(df) -> tuple:
+        return tuple(df) if isinstance(df, Pieces) else (df,)
 
 
 def union_all(frames: list) -> DataFrame:

@@ -123,6 +123,34 @@ class Emit:
     name: Optional[str]  # None: the loop's single output
     mode: str  # all | last | state
     node: str  # the emitted body operator
+    ddl: str = ""  # its schema (streaming pipelines: an epoch's run over the new input only builds empty outputs)
+
+
+@frozen
+class Seed:
+    """A join of a loop body with an import that grows (compiler/incremental.py): in the first round of an
+    incremental epoch the import's new records also meet the other side's records of earlier epochs, which
+    the state of `state` stands for, or, for loop variable `var`, its entries so far and `states`."""
+
+    join: str
+    imported: str
+    import_left: bool = False
+    state: Optional[str] = None
+    var: Optional[str] = None
+    states: tuple = field(default=(), converter=tuple)
+
+
+@frozen
+class Strategy:
+    """How a loop of a streaming pipeline may be evaluated across epochs (compiler/incremental.py): incremental
+    (from the previous epoch's fixpoint) or always recomputed, and why."""
+
+    incremental: bool
+    why: str
+    seeds: tuple = field(default=(), converter=tuple)  # Seed
+    streams: tuple = field(default=(), converter=tuple)  # the stream sources its inputs grow with
+    sources: tuple = field(default=(), converter=tuple)  # the bounded file sources its inputs read
+    states: tuple = field(default=(), converter=tuple)  # its reduce and distinct operators
 
 
 @frozen
@@ -144,6 +172,12 @@ class LoopSpec:
     snapshot_recompute: bool = False
     var_nodes: dict = field(factory=dict)  # variable -> its operator id
     combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (`loop.combine`)
+    strategy: Optional[Strategy] = None  # a pipeline-level loop of a streaming pipeline: how epochs evaluate it
+
+    @property
+    def incremental(self) -> bool:
+        """Its result can be reached from the previous epoch's (it may still be recomputed in an epoch)."""
+        return self.strategy is not None and self.strategy.incremental
 
     @property
     def single_output(self) -> bool:

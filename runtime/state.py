@@ -94,6 +94,14 @@ class KeyedState:
     def parts(self) -> list[DataFrame]:
         return [self.main] if self.main is not None else []
 
+    def preload(self, start) -> None:
+        """Start from an earlier epoch's state (`incremental.Start`: its records, partitioned by the keys, and
+        their count) instead of from nothing: a key is new or changed only against it."""
+        if start is not None:
+            frame, rows = start
+            self.main = frame.select(*self._c("plain"), F.lit(False).alias(FLAG))
+            self.main_rows = rows
+
 
 class ReduceState(KeyedState):
     def __init__(self, op: str, keys: list[str], aggs: list[tuple[str, str]]):

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 
 from scopeflow.runtime.context import RunContext
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown_path
+from scopeflow.runtime.incremental import EpochLoops, part_folder
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.snapshots import SnapshotRefused, atomic_json, sha256_file
@@ -123,6 +124,8 @@ class Epoch:
     query: str
     inputs: dict = field(factory=dict)
     log: Optional[str] = None  # `<checkpoint>/scopeflow/writes.jsonl`: every sink write, one line each
+    loops: dict = field(factory=dict)  # loop scope -> incremental.Start: the loops this epoch runs incrementally
+    finished: dict = field(factory=dict)  # loop scope -> its activation (None: no round ran), for its states
 
     @property
     def token(self) -> str:
@@ -272,20 +275,19 @@ class EpochStore:
 
     def verify(self, manifest: dict) -> None:
         """Every part the manifest lists is there with its checksums (else exit 5: the state is damaged)."""
-        for op, source in manifest["sources"].items():
-            for part in source["parts"]:
-                folder = self.part_dir(op, part["name"])
-                for name, digest in part["files"].items():
-                    path = os.path.join(folder, name)
-                    if not os.path.exists(path):
-                        problem = "missing"
-                    elif sha256_file(path) != digest:
-                        problem = f"not what epoch {manifest['epoch']} wrote"
-                    else:
-                        continue
-                    raise CheckpointRefused(
-                        f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is {problem}"
-                        "\nhint: run with --full-refresh to recompute from all input")
+        for op, part in listed_parts(manifest):
+            folder = self.part_dir(op, part["name"])
+            for name, digest in part["files"].items():
+                path = os.path.join(folder, name)
+                if not os.path.exists(path):
+                    problem = "missing"
+                elif sha256_file(path) != digest:
+                    problem = f"not what epoch {manifest['epoch']} wrote"
+                else:
+                    continue
+                raise CheckpointRefused(
+                    f"the streaming state in {shown_path(self.root)} is damaged: {shown_path(path)} is {problem}"
+                    "\nhint: run with --full-refresh to recompute from all input")
 
     def commit(self, manifest: dict) -> None:
         """Commit an epoch (one rename), then drop older manifests and the parts no longer listed."""
@@ -301,7 +303,7 @@ class EpochStore:
                 shutil.rmtree(os.path.join(loops, name), ignore_errors=True)
         with contextlib.suppress(OSError):
             os.rmdir(loops)  # (when empty)
-        kept = {(op, p["name"]) for op, s in manifest["sources"].items() for p in s["parts"]}
+        kept = {(op, p["name"]) for op, p in listed_parts(manifest)}
         parts = os.path.join(self.state_dir, "state")
         for op in os.listdir(parts) if os.path.isdir(parts) else ():
             for name in os.listdir(os.path.join(parts, op)):
@@ -372,6 +374,7 @@ class StreamRun:
         self.report_path = report_path
         self.streams: dict[str, Stream] = streams(module)
         self.store = EpochStore(checkpoint, self.identity())
+        self.loops = EpochLoops(spark, module, params, base_dir, self.store)
         self.manifest: Optional[dict] = None  # the last committed epoch's
         self.lock = threading.Lock()  # held while an epoch runs
         self.stopping = False
@@ -416,11 +419,16 @@ class StreamRun:
         new = functools.reduce(DataFrame.unionByName, [self._new_records(op, s) for op, s in self.streams.items()])
         writer = (new.writeStream.foreachBatch(self._on_batch)
                   .option("checkpointLocation", self.store.spark_dir).trigger(**self.trigger.spark()))
-        with self._signals():
-            self.query = writer.start()
-            self.query_id = str(self.query.id)
-            self.started_query.set()  # (an epoch may have started before `start` returned: it waits for its id)
-            self._wait()
+        try:
+            with self._signals():
+                self.query = writer.start()
+                self.query_id = str(self.query.id)
+                self.started_query.set()  # (an epoch may have started before `start` returned: it waits for its id)
+                self._wait()
+        finally:
+            # (Spark's cache matches frames by plan: a later run over the same checkpoint's parts must not find
+            # this run's loop imports and states)
+            self.loops.close()
         self._spark_durations()
         if self.failure is not None:
             raise self.failure
@@ -557,38 +565,53 @@ class StreamRun:
         run.epoch = Epoch(number, query, log=os.path.join(self.store.state_dir, "writes.jsonl"))
         self.last_run = run
         sources: dict = {}
+        new_parts: dict = {}  # stream -> the part of this epoch's new records (None: none), compacted or not
         try:
             batch = batch.persist()
             tick = time.perf_counter()
             for op, s in self.streams.items():
                 before = last["sources"].get(op) if last is not None else None
-                sources[op] = self._absorb(run, batch, op, s, number, before, entry)
+                sources[op], new_parts[op] = self._absorb(run, batch, op, s, number, before, entry)
             entry["read_seconds"] = round(time.perf_counter() - tick, 4)
             self._check_unchanged(run, sources, number)
             new_rows = entry["input_rows"]
             tick = time.perf_counter()
             if self.loop_snapshots is not None and (new_rows or last is None):
                 self._loop_snapshots(run, number, sources, entry)
+            loops = last.get("loops", {}) if last is not None else {}
             if new_rows or last is None:
                 for op, s in self.streams.items():
                     run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
+                decisions = self.loops.decisions(last, sources, new_parts)
+                entry["strategies"] = {scope: attrs.asdict(d) for scope, d in decisions.items()}
+                new = {op: self.store.frame(self.spark, op, s.schema, [new_parts[op]] if new_parts[op] else [])
+                       for op, s in self.streams.items()}
+                started_loops = time.perf_counter()
+                run.epoch.loops = self.loops.starts(run, decisions, last, new)
+                entry["loops_start_seconds"] = round(time.perf_counter() - started_loops, 4)
                 self.module.pipeline(run)
                 run.finish()
+                kept = time.perf_counter()
+                loops = self.loops.keep(run, number, last, decisions)
+                entry["loops_state_seconds"] = round(time.perf_counter() - kept, 4)
             else:
                 entry["skipped"] = "no new input: the sinks hold the result already"
             entry["pipeline_seconds"] = round(time.perf_counter() - tick, 4)
             tick = time.perf_counter()
             manifest = {"written_by": "scopeflow", "format": STATE_FORMAT, "epoch": number, "query": query,
                         "fingerprint": self.module.FINGERPRINT, "sources": sources,
-                        "rows_so_far": sum(s["rows"] for s in sources.values())}
+                        "rows_so_far": sum(s["rows"] for s in sources.values()), "loops": loops}
             fault("stream-before-commit")
             self.store.commit(manifest)
             self.manifest = manifest
+            self.loops.committed()
             entry["commit_seconds"] = round(time.perf_counter() - tick, 4)
         finally:
+            if self.manifest is last:  # the epoch did not commit
+                self.loops.abandoned()
             batch.unpersist()
             run.close()
-        self._epoch_done(run, entry, sources, started)
+        self._epoch_done(run, entry, sources, self.manifest.get("loops", {}), started)
 
     def _loop_snapshots(self, run: RunContext, number: int, sources: dict, entry: dict) -> None:
         """Snapshots of the epoch's loops: a loop killed mid-epoch resumes from its snapshot when the epoch runs
@@ -615,8 +638,10 @@ class StreamRun:
             entry["resumed_from"] = run.report.get("resumed_from")
 
     def _absorb(self, run: RunContext, batch: DataFrame, op: str, s: Stream, number: int, before: Optional[dict],
-                entry: dict) -> dict:
-        """Stream `op`'s new records of this epoch, written to its state as a part; its state after the epoch."""
+                entry: dict) -> tuple[dict, Optional[dict]]:
+        """Stream `op`'s new records of this epoch, written to its state as a part; its state after the epoch
+        and that part (None when the epoch brought no record; the part's folder stays until the epoch commits,
+        also when the state was compacted)."""
         state = {"parts": list(before["parts"]) if before else [], "rows": before["rows"] if before else 0,
                  "files": list(before["files"]) if before else []}
         mine = batch.where(F.col("source") == op)
@@ -648,7 +673,7 @@ class StreamRun:
         entry["files"] += len(files)
         if len(state["parts"]) > COMPACT_PARTS:
             state["parts"] = [self._compact(run, op, s, state["parts"], number)]
-        return state
+        return state, (part if new is not None and part["rows"] else None)
 
     def _compact(self, run: RunContext, op: str, s: Stream, parts: list, number: int) -> dict:
         """Rewrite a stream's parts as one (the state's files stay few however many epochs ran)."""
@@ -673,12 +698,6 @@ class StreamRun:
                            "what is written into it later would never be read",),
                     hint="write files elsewhere and move them into the folder complete (one rename); remove the "
                          "empty file, then run again")
-
-    @staticmethod
-    def strategy(scope: str) -> tuple[str, str]:
-        """How loop `scope` is evaluated in an epoch, and why: every loop is recomputed over the input so far
-        (the incremental strategy for monotone loops is issue #24's)."""
-        return "recomputed", "every loop is recomputed over all input so far in each epoch"
 
     def _check_unchanged(self, run: RunContext, sources: dict, number: int) -> None:
         """Every file read in an earlier epoch is still there as it was read: the input so far is what the
@@ -707,17 +726,25 @@ class StreamRun:
                     hint="add new data as new files; to take the change in, run with --full-refresh (it recomputes "
                          "from the files as they are now)")
 
-    def _epoch_done(self, run: RunContext, entry: dict, sources: dict, started: float) -> None:
+    def _epoch_done(self, run: RunContext, entry: dict, sources: dict, fixpoints: dict, started: float) -> None:
         loops: dict = {}
         for r in run.report["rounds"]:
             lp = loops.setdefault(r["scope"], {"scope": r["scope"], "rounds": 0, "records": 0, "fed_back": 0,
                                                "first_round": r["round"]})
             lp["rounds"] += 1
-            lp["records"] += sum(int(v or 0) for v in r["counts"].values())
+            # the records each operator of the loop output in the round (not the states' sizes, also counted)
+            lp["records"] += sum(int(v or 0) for k, v in r["counts"].items()
+                                 if k in run.operators and run.operators[k].scope == r["scope"])
             lp["fed_back"] += sum(int(v or 0) for v in r["in_flight"].values())
+        for scope, decision in entry.pop("strategies", {}).items():  # (a loop that ran no round is listed too)
+            loops.setdefault(scope, {"scope": scope, "rounds": 0, "records": 0, "fed_back": 0}).update(decision)
         for scope, lp in loops.items():
             lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
-            lp["strategy"], lp["why"] = self.strategy(scope)
+            lp.setdefault("strategy", "recomputed")
+            lp.setdefault("why", "it runs inside another loop's rounds")
+            kept = fixpoints.get(scope)
+            if kept is not None:  # the states it left for the next epoch
+                lp["state_rows"] = sum(st["rows"] for st in kept["states"].values())
         for r in run.report["rounds"]:
             loops[r["scope"]]["seconds"] = round(loops[r["scope"]].get("seconds", 0.0) + r["seconds"], 4)
         entry["loops"] = list(loops.values())
@@ -732,7 +759,7 @@ class StreamRun:
             self.stats = {"stats_epoch": entry["epoch"], **{k: v for k, v in run.report.document().items()
                                                             if k in ("loops", "operators")}}
         rounds = "; ".join(f"{lp['scope']} {lp['rounds']} round{'s' if lp['rounds'] != 1 else ''}"
-                           for lp in entry["loops"])
+                           + (" (incremental)" if lp["strategy"] == "incremental" else "") for lp in entry["loops"])
         files = f"{entry['files']} file{'s' if entry['files'] != 1 else ''}, " if entry["files"] else ""
         rows = entry["input_rows"]
         self.progress.trace(f"epoch {entry['epoch']}: {files}{rows:,} new row{'s' if rows != 1 else ''} "
@@ -764,6 +791,17 @@ class StreamRun:
         last = self.manifest["epoch"] if self.manifest is not None else None
         return (f"stopped ({self.stopped_by})" + (f" after epoch {last}" if last is not None else "") +
                 "; a restart with the same --checkpoint continues from there")
+
+
+def listed_parts(manifest: dict):
+    """(part folder, part) of every Parquet part an epoch's manifest lists: the streams' input so far and the
+    states its incremental loops left."""
+    for op, source in manifest["sources"].items():
+        for part in source["parts"]:
+            yield op, part
+    for scope, kept in manifest.get("loops", {}).items():
+        for op, doc in kept["states"].items():
+            yield part_folder(scope, op), doc["part"]
 
 
 def _stat(path: str) -> Optional[dict]:

@@ -55,13 +55,14 @@ class Folder:
         self.edges += rows
         self.waves.append(list(self.edges))
 
-    def start(self, *args, fault=None, trigger="available-now"):
+    def start(self, *args, fault=None, trigger="available-now", incremental="auto"):
         env = dict(os.environ)
         env.pop("SCOPEFLOW_FAULT", None)
         if fault:
             env["SCOPEFLOW_FAULT"] = fault
         return subprocess.Popen(scopeflow("run", str(self.flow), "--trigger", trigger, "--checkpoint",
-                                          str(self.checkpoint), *args), stdout=subprocess.PIPE,
+                                          str(self.checkpoint), "--conf", f"spark.scopeflow.incremental={incremental}",
+                                          *args), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
 
     def sink(self):
@@ -113,17 +114,19 @@ def path_waves(folder: Folder, files: int, rng) -> None:
 
 
 def test_a_kill_in_every_window_of_an_epoch_loses_and_repeats_nothing(tmp_path):
-    """Ten files, one an epoch. Each run is SIGKILLed at another point of an epoch: after Spark's offset log
-    (epoch start), after the state's part is written, in a sink's swap, after the sink's commit, before
-    scopeflow's commit, after scopeflow's commit and before Spark's commit log. Then a run to the end: the
-    sink equals networkx over all files, and every epoch was written once."""
+    """Ten files, one an epoch, every epoch recomputed (incremental evaluation off). Each run is SIGKILLed at
+    another point of an epoch: after Spark's offset log (epoch start), after the stream's part is written,
+    after the loop's state is written, in a sink's swap, after the sink's commit, before scopeflow's commit,
+    after scopeflow's commit and before Spark's commit log. Then a run to the end: the sink equals networkx
+    over all files, and every epoch was written once. (test_random_kills_across_twelve_epochs kills
+    incremental epochs.)"""
     f = Folder(tmp_path)
     path_waves(f, 10, random.Random(3))
-    faults = ["stream-epoch-start@2", "stream-part-written@2", "sink-commit@1", "sink-committed@2",
-              "stream-before-commit@1", "stream-epoch-committed@2"]
+    faults = ["stream-epoch-start@2", "stream-part-written@2", "stream-loop-state-written@1", "sink-commit@1",
+              "sink-committed@2", "stream-before-commit@1", "stream-epoch-committed@2"]
     for fault in faults:
         before = f.committed()
-        proc = f.start(fault=fault)
+        proc = f.start(fault=fault, incremental="off")
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == -signal.SIGKILL, (fault, proc.returncode, err)
         assert f.committed() >= before
@@ -131,7 +134,7 @@ def test_a_kill_in_every_window_of_an_epoch_loses_and_repeats_nothing(tmp_path):
         if marker.exists():  # whatever the window, the sink is one epoch's whole result
             epoch = json.loads(marker.read_text())["epoch"]
             assert f.sink() == f.expected_at(epoch), (fault, epoch)
-    proc = f.start()
+    proc = f.start(incremental="off")
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     assert f.committed() == 9
@@ -145,15 +148,16 @@ def test_a_kill_in_every_window_of_an_epoch_loses_and_repeats_nothing(tmp_path):
 
 def test_random_kills_across_twelve_epochs(tmp_path):
     """SIGKILLs at random moments (paced by the epochs committed, plus a random delay that lands mid-epoch,
-    mid-loop or mid-write) until the query has processed all twelve files; the sink equals networkx, and
-    after every kill it equals networkx over the files of the epochs up to the one its marker names (never a
-    partial epoch)."""
+    mid-loop, mid-state-write or mid-sink-write) until the query has processed all twelve files, every epoch
+    after the first incremental (from the previous epoch's fixpoint, `spark.scopeflow.incremental=always`);
+    the sink equals networkx, and after every kill it equals networkx over the files of the epochs up to the
+    one its marker names (never a partial epoch)."""
     rng = random.Random(int(os.environ.get("SCOPEFLOW_SEED", "23")))
     f = Folder(tmp_path)
     path_waves(f, 12, rng)
     kills = 0
     for _ in range(40):
-        proc = f.start()
+        proc = f.start("--report", str(tmp_path / "run.json"), incremental="always")
         target = f.committed() + rng.randint(1, 2)
         while proc.poll() is None and f.committed() < target:
             time.sleep(0.05)
@@ -179,6 +183,9 @@ def test_random_kills_across_twelve_epochs(tmp_path):
     assert f.sink() == f.expected() == f.expected_at(f.committed())
     writes = [(w["epoch"], w["sink"]) for w in f.writes()]
     assert len(writes) == len(set(writes))
+    # the last run's epochs (those not committed when it started) ran incrementally, after the first epoch
+    epochs = json.loads((tmp_path / "run.json").read_text())["epochs"]
+    assert all(e["loops"][0]["strategy"] == "incremental" for e in epochs if e["epoch"] > 0), epochs
 
 
 def test_a_running_query_sees_files_as_they_arrive_and_stops_on_sigterm(tmp_path):

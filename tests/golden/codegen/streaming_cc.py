@@ -73,11 +73,19 @@ LOOP_CC = sf.LoopSpec(
     var_nodes={'labels': 'n007'},
     imports={'e': ['src']},
     feedback={'labels': ['n011']},
-    emits=[sf.Emit(None, 'state', 'n009')],
+    emits=[sf.Emit(None, 'state', 'n009', 'id bigint, label bigint')],
     operators={'n007': (sf.HEAD, 'labels'), 'n009': (sf.OTHER, 'best'), 'n010': (sf.OTHER, 'join#n010'), 'n011': (sf.FEEDBACK, 'spread')},
     max_rounds=1000,
     on_max='fail',
     combine={'labels': 'n009'},
+    strategy=sf.Strategy(
+        True,
+        "monotone: reduce min `best` only improves as the input grows, so an epoch starts from the previous epoch's fixpoint and pushes only what the new records change",
+        seeds=[sf.Seed('n010', 'e', import_left=False, state='n009')],
+        streams=['n001'],
+        sources=[],
+        states=['n009'],
+    ),
 )
 
 
@@ -91,7 +99,7 @@ def loop_cc(rnd, labels, e):
 def chain_c05(ctx, best, e):
     """join -> select spread"""
     return (
-        best.join(e, (F.col('id') == F.col('src')), 'inner').transform(ctx.count, 'n010')
+        best.transform(ctx.join, 'n010', e, lambda l, r: l.join(r, (F.col('id') == F.col('src')), 'inner')).transform(ctx.count, 'n010')
         .select(F.col('dst').alias('id'), F.col('label')).transform(ctx.count, 'n011', same_as='n010')
     )
 

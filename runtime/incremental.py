@@ -1,0 +1,395 @@
+"""Incremental loops across the epochs of a streaming pipeline (docs/language.md#incremental-loops).
+
+The compiler marks a loop incremental when its result is the least fixpoint of a monotone body over inputs
+that only grow (compiler/incremental.py, `Strategy`). Such a loop need not start from nothing each epoch: the
+previous epoch's fixpoint is right for the input it saw, and only what the new records can change is missing.
+An incremental epoch of the loop therefore
+
+1. starts every `reduce`/`distinct` from its state at the end of the previous epoch (kept in the checkpoint
+   with that epoch, `LoopStates`, and read back as the next epoch's start);
+2. gives round 0 only the entries' new records, computed by running the pipeline over the epoch's new input
+   alone (`DeltaRun`: the compiler allowed only operators whose new records come from new input alone);
+3. joins the imports' new records, in round 0, with what the other side of each join held in earlier epochs
+   (`Seed`: a state, or a variable's entries so far and the states that feed it back), so that what they would
+   have met, had they been there all along, goes around the loop too;
+
+then runs rounds as in batch until nothing is in flight. The result equals the batch result over all input so
+far (the streaming contract): every value in the states it starts from is reachable from today's input, and
+every derivation the previous fixpoint lacks uses a new record, which round 0 brings in.
+
+Whether an epoch uses this is decided per loop and epoch (`EpochLoops.decide`): never without a state of the
+previous epoch, never when a bounded source it reads changed, and not when the epoch adds more than
+`spark.scopeflow.incremental.maxChange` (a fraction, default `DEFAULT_MAX_CHANGE`) to the loop's input so far:
+then recomputing from nothing is as cheap (benchmarks/RESULTS.md). `spark.scopeflow.incremental` = `auto`
+(that rule), `off` (always recompute) or `always` (whenever there is a state, whatever the epoch adds).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from attrs import define, field, frozen
+from pyspark.sql import DataFrame
+
+from scopeflow.runtime import failures
+from scopeflow.runtime.context import RunContext
+from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.round import Pieces, union_all
+from scopeflow.runtime.sinks import fault
+from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
+from scopeflow.runtime.spec import sources as file_sources
+from scopeflow.stdlib.paths import local_path
+
+MODE = "spark.scopeflow.incremental"  # auto | off | always
+MODES = ("auto", "off", "always")
+MAX_CHANGE = "spark.scopeflow.incremental.maxChange"
+DEFAULT_MAX_CHANGE = 0.1  # measured: benchmarks/RESULTS.md, "Incremental connected components"
+MAX_PIECES = 4  # a growing import kept in more pieces is merged into one (each piece is one more join a round)
+
+
+@frozen
+class Decision:
+    """How one epoch evaluates one loop, and why (the epoch's report and progress line say it)."""
+
+    strategy: str  # incremental | recomputed
+    why: str
+    unchanged: bool = False  # incremental, and no new input reaches the loop: no round runs
+
+
+@define
+class Carry:
+    """What a loop's last epoch left in this process for the next one: its states (op -> (records, rows, the
+    checkpoint that holds them)) and its growing imports, prepared (import -> `Pieces`)."""
+
+    epoch: int
+    states: dict
+    pieces: dict
+
+
+@define
+class Start:
+    """How an epoch starts one incremental-capable loop (`RunContext.loop`)."""
+
+    owner: "EpochLoops"
+    decision: Decision
+    states: dict = field(factory=dict)  # op -> (its state at the end of the previous epoch, by key; its rows)
+    entries: dict = field(factory=dict)  # variable -> the entry's new records
+    new_imports: dict = field(factory=dict)  # import -> its new records
+    carried: dict = field(factory=dict)  # growing import -> its `Pieces` of the previous epoch, in this process
+    pieces: dict = field(factory=dict)  # growing import -> the `Pieces` this epoch's loop read
+
+    @property
+    def incremental(self) -> bool:
+        return self.decision.strategy == "incremental"
+
+    @property
+    def unchanged(self) -> bool:
+        return self.decision.unchanged
+
+    def seeds(self, spec: LoopSpec, entries: dict) -> dict:
+        """Round 0's seeded joins (`Round.join`): join -> (the other side's history, the import's new
+        records, the import is the left side). `entries`: the variables' entries so far."""
+        out = {}
+        for seed in spec.strategy.seeds:
+            if seed.state is not None:
+                history = self.states[seed.state][0]
+            else:
+                columns = ddl_columns(spec.vars[seed.var])
+                parts = [self.states[s][0].select(*columns) for s in seed.states]
+                if entries.get(seed.var) is not None:
+                    parts.insert(0, entries[seed.var].select(*columns))
+                if not parts:
+                    continue
+                history = union_all(parts)
+            out[seed.join] = (history, self.new_imports[seed.imported], seed.import_left)
+        return out
+
+    def outputs(self, spec: LoopSpec) -> dict:
+        """The loop's outputs (by emit name) when no round runs: its emitted states as they were."""
+        return {e.name: self.states[e.node][0] for e in spec.emits}
+
+
+class _Captured(Exception):
+    """Every loop whose new inputs were wanted has them: the rest of the pipeline need not be built."""
+
+
+class DeltaRun(RunContext):
+    """The pipeline built over the epoch's new records only (`stream` sources give their new part), up to the
+    loops that run incrementally: what their entries and imports gain in this epoch. Nothing runs: the frames
+    are lazy, loops are not run (an output is empty), sinks write nothing and nothing is cached."""
+
+    def __init__(self, spark, module, params: dict, base_dir: str, new: dict, wanted: set):
+        super().__init__(spark, module, params, base_dir=base_dir)
+        self.module = module
+        self.new = new
+        self.wanted = set(wanted)
+        self.captured: dict = {}  # loop scope -> (entries, imports)
+
+    def capture(self) -> dict:
+        if self.wanted:
+            try:
+                self.module.pipeline(self)
+            except _Captured:
+                pass
+        return self.captured
+
+    def stream(self, op: str) -> DataFrame:
+        return self.new[op]
+
+    def share(self, df: DataFrame, op: str) -> DataFrame:
+        return df
+
+    def count(self, df: DataFrame, op: str, same_as: Optional[str] = None) -> DataFrame:
+        return df
+
+    def loop(self, spec: LoopSpec, body, entries: dict, imports: dict):
+        if spec.scope in self.wanted:
+            self.captured[spec.scope] = (entries, imports)
+            if set(self.captured) == self.wanted:
+                raise _Captured()
+        outs = {e.name: self.spark.createDataFrame([], e.ddl) for e in spec.emits}
+        return outs[None] if spec.single_output else outs
+
+    def sink(self, *args, **kwargs) -> None:
+        return None
+
+
+def loop_specs(module) -> list[LoopSpec]:
+    """The pipeline-level loops of a streaming pipeline that have a strategy (in definition order)."""
+    return [v for v in vars(module).values() if isinstance(v, LoopSpec) and v.strategy is not None]
+
+
+def settings(spark) -> tuple[str, float]:
+    """`spark.scopeflow.incremental` and `spark.scopeflow.incremental.maxChange`, checked."""
+    mode = (spark.conf.get(MODE, None) or "auto").strip().lower()
+    if mode not in MODES:
+        raise RuntimeFailure(f"{MODE}={mode}: expected auto, off or always",
+                             hint=f"e.g. --conf {MODE}=off (every epoch recomputes every loop)")
+    text = spark.conf.get(MAX_CHANGE, None)
+    try:
+        limit = DEFAULT_MAX_CHANGE if text is None else float(text)
+        if limit < 0:
+            raise ValueError
+    except ValueError:
+        raise RuntimeFailure(f"{MAX_CHANGE}={text}: expected a fraction of the input so far, at least 0",
+                             hint=f"e.g. --conf {MAX_CHANGE}=0.25 (incremental while an epoch adds at most 25 %)") \
+            from None
+    return mode, limit
+
+
+def bounded_fingerprint(path: str) -> dict:
+    """What tells a bounded source changed between epochs: its files' names, sizes and modification times
+    (a stat each, no read)."""
+    local = local_path(path)
+    if local is None:
+        return {"path": path}
+    if not os.path.exists(local):
+        return {"path": path, "missing": True}
+    if os.path.isfile(local):
+        files = [local]
+    else:
+        files = sorted(os.path.join(d, f) for d, _, names in os.walk(local) for f in names
+                       if not f.startswith((".", "_")))
+    return {"path": path, "files": [[os.path.relpath(f, local), os.path.getsize(f), os.stat(f).st_mtime_ns]
+                                    for f in files]}
+
+
+class EpochLoops:
+    """The incremental-capable loops of one streaming run: what each epoch decides for them, how it starts them,
+    and what they leave for the next epoch: their states, in the checkpoint (`EpochStore`) and, with their
+    growing imports, in this process (`Carry`), so that an epoch after another in the same run reads neither
+    back."""
+
+    def __init__(self, spark, module, params: dict, base_dir: str, store):
+        self.spark = spark
+        self.module = module
+        self.params = params
+        self.base_dir = base_dir
+        self.store = store  # streaming.EpochStore
+        self.strategies = {s.scope: s.strategy for s in loop_specs(module)}  # every pipeline-level loop's
+        self.specs = {s.scope: s for s in loop_specs(module) if s.incremental}
+        self.sources = file_sources(module)
+        self.carried: dict = {}  # scope -> Carry of the last committed epoch
+        self.pending: dict = {}  # scope -> Carry of the epoch running, once its loops ran (`keep`)
+        self.made: list = []  # the import pieces the epoch running prepared
+
+    # -- deciding --------------------------------------------------------------------------------------
+
+    def decisions(self, last: Optional[dict], sources: dict, new: dict) -> dict:
+        """How an epoch evaluates each pipeline-level loop (scope -> Decision)."""
+        out = {scope: Decision("recomputed", s.why) for scope, s in self.strategies.items() if not s.incremental}
+        out.update({scope: self.decide(spec, last, sources, new) for scope, spec in self.specs.items()})
+        return out
+
+    def decide(self, spec: LoopSpec, last: Optional[dict], sources: dict, new_parts: dict) -> Decision:
+        """How an epoch evaluates incremental-capable loop `spec`, given the last committed epoch's manifest,
+        the streams' state after this epoch's input (`sources`) and the parts of their new records."""
+        strategy = spec.strategy
+        mode, limit = settings(self.spark)
+        if mode == "off":
+            return Decision("recomputed", f"incremental evaluation is off ({MODE}=off)")
+        before = (last or {}).get("loops", {}).get(spec.scope)
+        if before is None:
+            return Decision("recomputed", "no fixpoint of an earlier epoch to start from" if last is None else
+                            f"epoch {last['epoch']} left no fixpoint of this loop to start from")
+        changed = [op for op in strategy.sources if before.get("sources", {}).get(op) != self.fingerprint(op)]
+        if changed:
+            return Decision("recomputed", f"{self._describe(changed[0])} changed since epoch {before['epoch']}: "
+                            "the fixpoint it left is over the old input")
+        new = sum(new_parts[op]["rows"] for op in strategy.streams if new_parts.get(op))
+        so_far = sum(sources[op]["rows"] for op in strategy.streams) - new
+        if new == 0:
+            return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
+                            unchanged=True)
+        share = new / so_far if so_far else float("inf")
+        if mode == "auto" and share > limit:
+            return Decision("recomputed", f"the epoch adds {_percent(share)} to its input so far, more than "
+                            f"{MAX_CHANGE} = {_percent(limit)}")
+        return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far ({new:,} records)")
+
+    def _describe(self, op: str) -> str:
+        return f"source `{self.module.OPERATORS[op].name}`" if op in self.module.OPERATORS else f"source {op}"
+
+    def fingerprint(self, op: str) -> dict:
+        from scopeflow.stdlib.paths import resolve
+
+        return bounded_fingerprint(resolve(self.base_dir, value_of(self.sources[op].path, self.params)))
+
+    # -- starting ----------------------------------------------------------------------------------------
+
+    def starts(self, run: RunContext, decisions: dict, last: Optional[dict], new: dict) -> dict:
+        """Every incremental-capable loop's `Start` in this epoch. One run incrementally starts from the states
+        its last committed epoch left (kept in this process, else read back from the checkpoint), with its
+        entries' and imports' new records (`new`: each stream's new records)."""
+        starts = {scope: Start(self, d) for scope, d in decisions.items() if scope in self.specs}
+        moving = set()
+        for scope, start in starts.items():
+            if not start.incremental:
+                continue
+            carry = self.carried.get(scope)
+            if carry is not None and carry.epoch == last["epoch"]:
+                start.states = {op: (frame, rows) for op, (frame, rows, _) in carry.states.items()}
+                start.carried = dict(carry.pieces)
+            else:
+                start.states = self.load(run, scope, last["loops"][scope])
+            if not start.unchanged:
+                moving.add(scope)
+        captured = DeltaRun(self.spark, self.module, self.params, self.base_dir, new, moving).capture()
+        for scope, (entries, imports) in captured.items():
+            starts[scope].entries = entries
+            starts[scope].new_imports = imports
+        return starts
+
+    def load(self, run: RunContext, scope: str, kept: dict) -> dict:
+        """The states a loop left in an epoch, read back from the checkpoint, partitioned by their keys (as a
+        state is between rounds) and cached for the epoch."""
+        out = {}
+        for op, doc in kept["states"].items():
+            df = self.store.frame(self.spark, part_folder(scope, op), doc["ddl"], [doc["part"]])
+            df = run.share(df.repartition(run.partitions, *doc["keys"]), op)
+            out[op] = (df, doc["rows"])
+        return out
+
+    def imports(self, run: RunContext, spec: LoopSpec, start: Start, imports: dict) -> dict:
+        """The loop's growing imports, prepared as `Pieces` that outlive the epoch's run: in an incremental
+        epoch, the previous epoch's pieces and one of the new records (merged into one beyond `MAX_PIECES`);
+        else the import over all input so far, in one piece."""
+        out = {}
+        for name in dict.fromkeys(seed.imported for seed in spec.strategy.seeds):
+            keys = spec.imports.get(name) or []
+            carried = start.carried.get(name)
+            if start.incremental and carried is not None:
+                pieces = (*carried, self._prepare(run, start.new_imports[name], keys))
+                if len(pieces) > MAX_PIECES:  # (union keeps their partitioning: only a sort within partitions)
+                    pieces = (self._prepare(run, union_all(list(pieces)), keys, partitioned=True),)
+            else:
+                pieces = (self._prepare(run, imports[name], keys),)
+            out[name] = start.pieces[name] = Pieces(pieces)
+        return out
+
+    def _prepare(self, run: RunContext, df: DataFrame, keys: list, partitioned: bool = False) -> DataFrame:
+        if partitioned:
+            df = df.sortWithinPartitions(*keys).persist() if keys else df.persist()
+        else:
+            df = run.prepare_import(df, keys, own=False)
+        self.made.append(df)
+        return df
+
+    # -- keeping ---------------------------------------------------------------------------------------------
+
+    def keep(self, run: RunContext, number: int, last: Optional[dict], decisions: dict) -> dict:
+        """Write the states every incremental-capable loop ended epoch `number` with: the manifest's `loops`
+        (a loop that left no states, e.g. restored whole from a snapshot, has none: its next epoch recomputes),
+        and hold them, with the imports' pieces, for the next epoch (`committed`)."""
+        out = {}
+        for scope, spec in self.specs.items():
+            start = run.epoch.loops.get(scope)
+            if start is not None and start.unchanged:
+                out[scope] = last["loops"][scope]
+                carry = self.carried.get(scope)
+                if carry is not None and carry.epoch == last["epoch"]:
+                    self.pending[scope] = Carry(number, carry.states, carry.pieces)
+                continue
+            act = run.epoch.finished.get(scope)
+            if act is None:
+                continue
+            states, held = {}, {}
+            for op in spec.strategy.states:
+                state = act.states.get(op)
+                if state is None or state.main is None:
+                    break
+                df = state.full()
+                with run.acting(failures.Action(f"the state of {run.describe(op)} of loop `{scope}`", run.where(op),
+                                                doing="keeping")):
+                    part = self.store.write_part(df, part_folder(scope, op), f"e{number:010d}")
+                fault("stream-loop-state-written")
+                states[op] = {"part": part, "rows": int(state.main_rows), "keys": list(state.keys),
+                              "ddl": ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)}
+                held[op] = (df, int(state.main_rows), state.main)
+            else:
+                out[scope] = {"epoch": number, "states": states,
+                              "sources": {op: self.fingerprint(op) for op in spec.strategy.sources},
+                              "strategy": decisions[scope].strategy}
+                if start is not None and start.pieces:
+                    self.pending[scope] = Carry(number, held, dict(start.pieces))
+        return out
+
+    def committed(self) -> None:
+        """The epoch committed: what its loops left is the next epoch's start; free what it replaced."""
+        self._settle(self.pending)
+
+    def abandoned(self) -> None:
+        """The epoch failed: the next attempt starts from the last committed epoch again; free what this one
+        made."""
+        self._settle(self.carried)
+
+    def close(self) -> None:
+        """The run ends: free everything the loops held across epochs."""
+        self._settle({})
+
+    def _settle(self, keep: dict) -> None:
+        """Hold the carries `keep`; free the pieces and states nothing holds any more."""
+        from scopeflow.runtime.checkpoints import checkpoint_rdd, is_checkpoint
+
+        alive = {id(p) for c in keep.values() for pieces in c.pieces.values() for p in pieces}
+        alive_states = {id(ck) for c in keep.values() for _, _, ck in c.states.values()}
+        old = [p for c in self.carried.values() for pieces in c.pieces.values() for p in pieces]
+        for df in {id(d): d for d in self.made + old}.values():
+            if id(df) not in alive:
+                df.unpersist()
+        for c in (*self.carried.values(), *self.pending.values()):
+            for _, _, ck in c.states.values():
+                if id(ck) not in alive_states and is_checkpoint(ck):
+                    checkpoint_rdd(ck).unpersist(False)
+        self.carried, self.pending, self.made = dict(keep), {}, []
+
+
+def part_folder(scope: str, op: str) -> str:
+    """The folder of a loop's state among the checkpoint's parts (`EpochStore.part_dir`)."""
+    return f"loop-{scope}-{op}"
+
+
+def _percent(x: float) -> str:
+    if x == float("inf"):
+        return "everything"
+    return f"{x * 100:.3g} %"

@@ -1,0 +1,174 @@
+"""Incremental loops across epochs (docs/language.md#incremental-loops) on a real Spark: edge files dropped in
+waves, one epoch each (`--trigger available-now`), every epoch of a monotone loop run from the previous epoch's
+fixpoint, and after every epoch the sink equals networkx (or plain Python) over all files so far. The report's
+strategy, rounds and record counts are checked too: an incremental epoch must cost what it changes. Kills of
+real processes in incremental epochs are in test_streaming_recovery.py; which loops qualify, and why not, is
+in test_incremental_rules.py."""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+
+import reference
+from test_streaming import CC, SSSP, Stream, random_edges
+
+pytestmark = pytest.mark.spark
+
+REACH = """pipeline ireach
+source edges = stream files("in", format = "csv", header = true) schema (src: long, dst: long)
+source seeds = stream files("seeds", format = "csv", header = true) schema (v: long)
+reached = loop reach(r = seeds | select(v)) with (e = edges) {
+    next = r | join(e, on r.v == e.src) | select(v = e.dst) | union(r) | distinct
+    feedback r <- next
+    emit next
+}
+sink reached -> csv("out/reached", header = true)
+"""
+
+
+@pytest.fixture
+def incremental(spark):
+    """Set `spark.scopeflow.incremental` (auto | off | always) and the change threshold for one test."""
+    keys = ("spark.scopeflow.incremental", "spark.scopeflow.incremental.maxChange")
+
+    def set_to(mode, max_change=None):
+        spark.conf.set(keys[0], mode)
+        if max_change is not None:
+            spark.conf.set(keys[1], str(max_change))
+
+    yield set_to
+    for k in keys:
+        spark.conf.unset(k)
+
+
+def epoch_loop(report: str, scope: str) -> dict:
+    """The last epoch's entry for loop `scope` in a streaming run report."""
+    with open(report) as fh:
+        doc = json.load(fh)
+    entry = doc["epochs"][-1]
+    return next(lp for lp in entry["loops"] if lp["scope"] == scope)
+
+
+def cc_run(spark, folder, waves):
+    """CC over `waves` (lists of edges), one file and one epoch each; after every epoch the sink equals
+    networkx over the edges so far. Returns each epoch's loop entry of the report."""
+    s = Stream(spark, folder, CC.format(extra=""))
+    edges, loops = [], []
+    for wave in waves:
+        edges += wave
+        s.drop_csv(["src", "dst"], wave)
+        report = str(folder / "run.json")
+        assert s.run(report=report) == 0
+        loops.append(epoch_loop(report, "cc"))
+        assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items()), \
+            len(loops) - 1
+    return s, loops
+
+
+def test_connected_components_from_the_previous_fixpoint_equal_networkx_after_every_wave(spark, tmp_path,
+                                                                                        incremental):
+    """Seven waves of random edges (new vertices, merges, repeats): waves 1-6 run incrementally, each equals
+    networkx over all waves so far; the same waves with incremental evaluation off give the same sinks."""
+    rng = random.Random(11)
+    waves = [random_edges(rng, 40, 80)] + [random_edges(rng, 12, 100) for _ in range(6)]
+    incremental("always")
+    on, loops = cc_run(spark, tmp_path / "on", waves)
+    assert [lp["strategy"] for lp in loops] == ["recomputed"] + ["incremental"] * 6
+    assert "no fixpoint of an earlier epoch" in loops[0]["why"]
+    incremental("off")  # the same seven files, one an epoch, in one run that recomputes every epoch
+    off = Stream(spark, tmp_path / "off", CC.format(extra=", max_files_per_epoch = 1"))
+    for i, wave in enumerate(waves):
+        off.drop_csv(["src", "dst"], wave, name=f"w{i}.csv")
+    assert off.run(report=str(tmp_path / "off.json")) == 0
+    with open(tmp_path / "off.json") as fh:
+        epochs = json.load(fh)["epochs"]
+    assert [(e["epoch"], e["loops"][0]["strategy"]) for e in epochs] == [(i, "recomputed") for i in range(7)]
+    assert "off" in epochs[-1]["loops"][0]["why"]
+    assert on.output("components", (int, int)) == off.output("components", (int, int))
+
+
+def test_sssp_from_the_previous_fixpoint_equals_dijkstra_after_every_wave(spark, tmp_path, incremental):
+    """Shortest paths (reduce min over `dist + w`) over six waves of weighted edges, some shorter than the
+    paths found before: each incremental epoch equals networkx's Dijkstra over all edges so far."""
+    incremental("always")
+    rng = random.Random(5)
+    s = Stream(spark, tmp_path, SSSP)
+    edges = []
+    for wave in range(7):
+        new = [(rng.randrange(40) if wave else 1, rng.randrange(40), float(rng.randint(1 if wave < 4 else 0, 9)))
+               for _ in range(25 if wave == 0 else 8)]
+        edges += new
+        with open(tmp_path / "in" / f"w{wave}.json", "w") as fh:
+            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in new)
+        assert s.run(report=str(tmp_path / "run.json")) == 0
+        lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
+        assert lp["strategy"] == ("incremental" if wave else "recomputed"), lp
+        got = {k: v for k, v in s.output("distances", (int, float))}
+        assert got == pytest.approx(reference.sssp(edges, 1)), wave
+
+
+def test_reachability_from_the_previous_fixpoint_equals_networkx_after_every_wave(spark, tmp_path, incremental):
+    """Reachability (`distinct`, the variable joined with the edges): new edges and new seeds in six waves;
+    a new edge from a vertex reached long ago is pushed across from the variable's history."""
+    incremental("always")
+    rng = random.Random(8)
+    s = Stream(spark, tmp_path, REACH)
+    (tmp_path / "seeds").mkdir()
+    edges, seeds = [], []
+    for wave in range(7):
+        new = random_edges(rng, 30 if wave == 0 else 6, 60)
+        edges += new
+        s.drop_csv(["src", "dst"], new)
+        if wave in (0, 3):
+            seeds += [(rng.randrange(60),)]
+            from conftest import write_csv
+
+            write_csv(tmp_path / "seeds" / f"s{wave}.csv", ["v"], seeds[-1:])
+        assert s.run(report=str(tmp_path / "run.json")) == 0
+        assert epoch_loop(str(tmp_path / "run.json"), "reach")["strategy"] == ("incremental" if wave else
+                                                                                "recomputed")
+        want = Counter((v,) for v in reference.reachable(edges, [v for v, in seeds]))
+        assert s.output("reached", (int,)) == want, wave
+
+
+def test_each_kind_of_epoch(spark, tmp_path, incremental):
+    """Edges inside a component, a merge of two components, new isolated vertices, repeated old edges (a
+    round that pushes them and one that finds nothing changed), and an epoch too large for the threshold
+    (recomputed, and said why)."""
+    incremental("auto", max_change=0.5)
+    a = [(i, i + 1) for i in range(0, 9)]  # component 0..9
+    b = [(i, i + 1) for i in range(20, 29)]  # component 20..29
+    c = [(i, i + 1) for i in range(40, 70)]  # component 40..70
+    waves = [a + b + c,
+             [(2, 7), (3, 9)],  # inside component 0..9: nothing changes
+             [(25, 5)],  # merges 20..29 into 0..9
+             [(100, 101), (200, 200)],  # a new component and a vertex with a self-loop
+             [(2, 3), (21, 22), (40, 41)],  # already there
+             [(i, i + 1) for i in range(300, 340)]]  # 40 edges on 53: recomputed
+    s, loops = cc_run(spark, tmp_path, waves)
+    assert [lp["strategy"] for lp in loops] == ["recomputed"] + ["incremental"] * 4 + ["recomputed"]
+    assert loops[1]["rounds"] <= 2 and loops[3]["rounds"] <= 3  # (a new 2-vertex component: as in batch)
+    assert loops[2]["rounds"] >= 2  # the merge relabels 20..29
+    # repeated edges: round 0 pushes the labels of their ends across them (6 records), round 1 finds no change
+    assert loops[4]["rounds"] <= 2 and loops[4]["fed_back"] <= 6 and loops[4]["records"] <= 40, loops[4]
+    assert "more than spark.scopeflow.incremental.maxChange = 50 %" in loops[5]["why"]
+
+
+def test_an_epoch_costs_what_it_changes(spark, tmp_path, incremental):
+    """A base of one large component (3,000 vertices around a hub) and a small one (10 vertices); an epoch adds 4 edges
+    inside the small one (larger ids than the large one's). The records its loop processes (the report's count over every round and operator)
+    are a few per vertex of the small component, not of the graph: against the first epoch's recompute, a
+    thousandth. Then an epoch whose new edge merges the small component into the large one: the small one is
+    relabelled, the large one is not touched."""
+    incremental("always")
+    big = [(1000, i) for i in range(1001, 4000)]
+    small = [(i, i + 1) for i in range(5000, 5009)]
+    s, loops = cc_run(spark, tmp_path, [big + small, [(5000, 5005), (5002, 5008), (5001, 5009), (5003, 5007)],
+                                        [(5008, 1500)]])
+    base, inside, merge = loops
+    assert base["records"] > 20_000
+    assert inside["strategy"] == "incremental" and inside["records"] <= 10 * (10 + 2 * 4), inside
+    assert merge["records"] <= 20 * (10 + 2), merge  # 10 relabelled vertices and the new edge, both ways

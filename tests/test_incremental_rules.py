@@ -1,0 +1,178 @@
+"""Which loops of a streaming pipeline run incrementally across epochs, decided at compile time from the plan
+(compiler/incremental.py), with a reason for every loop that does not qualify; explain and the graph show it.
+No Spark here: runs are in test_incremental.py."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scopeflow.compiler import compile_flow
+from scopeflow.compiler.explain import explain
+from scopeflow.compiler.graph import plan_to_dot, plan_to_mermaid
+from scopeflow.compiler.incremental import loop_strategies
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEAD = """pipeline p
+source edges = stream files("in", format = "csv") schema (src: long, dst: long, w: double)
+source seeds = read csv("seeds.csv") schema (v: long)
+both = edges | union(edges | select(src = dst, dst = src, w))
+init = both | select(id = src, label = src) | distinct
+"""
+
+
+def strategy(body: str, head: str = HEAD, scope: str = "l"):
+    plan = compile_flow(head + body + "\nsink out -> csv(\"out/x\")\n", "p.flow")
+    return loop_strategies(plan)[scope]
+
+
+def cc(best="labels | reduce(by id, label = min(label))",
+       spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)",
+       options="", emit="emit state best", entry="init", imported="both"):
+    return f"""out = loop l(labels = {entry}) with (e = {imported}) {options} {{
+    best = {best}
+    spread = {spread}
+    feedback labels <- spread
+    {emit}
+}}"""
+
+
+def streaming(example: str) -> str:
+    """An example with its first `read csv` made a `stream files`."""
+    text = (ROOT / "examples" / example).read_text()
+    head, _, rest = text.partition("read csv(")
+    path, _, rest = rest.partition(", header = true)")
+    return f"{head}stream files({path}, format = \"csv\", header = true){rest}"
+
+
+@pytest.mark.parametrize("example, scope, states", [
+    ("connected_components.flow", "cc", ("n009",)),
+    ("sssp.flow", "sssp", ("n008",)),
+    ("reachability.flow", "reach", ("n010",)),
+    ("transitive_closure.flow", "tc", ("n006",)),
+])
+def test_the_monotone_examples_are_incremental(example, scope, states):
+    plan = compile_flow(streaming(example), example, str(ROOT / "examples"))
+    s = loop_strategies(plan)[scope]
+    assert s.incremental and s.reasons == () and s.states == states and s.streams == ("n001",)
+    assert len(s.seeds) == 1 and "monotone" in s.why
+
+
+def test_connected_components_pushes_new_edges_across_the_reduce_state():
+    s = strategy(cc())
+    assert s.incremental, s.reasons
+    (seed,) = s.seeds
+    assert (seed.imported, seed.import_left, seed.state, seed.var) == ("e", False, s.states[0], None)
+
+
+def test_reachability_pushes_new_edges_across_the_variables_history():
+    s = strategy("""out = loop l(r = seeds) with (e = edges) {
+    next = r | join(e, on r.v == e.src) | select(v = e.dst) | union(r) | distinct
+    feedback r <- next
+    emit next
+}""")
+    assert s.incremental, s.reasons
+    (seed,) = s.seeds
+    assert seed.var == "r" and seed.states == s.states and seed.state is None
+    assert s.sources == ("n002",)  # the bounded seeds: a change between epochs means recomputing
+
+
+def test_an_import_on_the_left_of_its_join():
+    s = strategy(cc(spread="e | join(best, on e.src == best.id) | select(id = dst, label = label)"))
+    assert s.incremental and s.seeds[0].import_left
+
+
+def test_a_loop_over_bounded_input_only_is_incremental_with_nothing_to_push():
+    head = HEAD + "fixed = seeds | select(src = v, dst = v)\n"
+    s = strategy(cc(entry="fixed | select(id = src, label = src)", imported="fixed"), head=head)
+    assert s.incremental and s.streams == () and s.seeds == ()
+
+
+@pytest.mark.parametrize("body, reason", [
+    (cc(options="rounds 5"), "`rounds 5`: its result is the state after that many rounds"),
+    (cc(options="until empty(spread)"), "`until empty(...)`"),
+    (cc(options="max 10 on max stop"), "`on max stop`"),
+    (cc(best="labels | reduce(by id, label = sum(label))"), "folds with `sum`"),
+    (cc(emit="emit last spread"), "`emit last spread`"),
+    (cc(emit="emit spread"), "`emit spread` gives the records of every round"),
+    (cc(spread="best | join(e, on best.id == e.src, kind = anti)"), "the anti join (line 8)"),
+    (cc(spread="best | join(e, on best.id == e.src, kind = left) | select(id = coalesce(dst, id), label)"),
+     "the left join (line 8) gives records with nulls"),
+    (cc(spread="best | join(e, on best.id == e.src) | group(by id = dst, label = max(label))"),
+     "group `spread` (line 8) aggregates each round's records"),
+    (cc(spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = 0 - best.label)"),
+     "`min(label)` folds a value whose order is reversed"),
+    (cc(spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label * best.label)"),
+     "may not keep the order"),
+    (cc(spread="best | join(e, on best.label == e.src) | select(id = e.dst, label = best.label)"),
+     "decides which records meet"),
+    (cc(spread="best | where(label > 3) | join(e, on id == e.src) | select(id = e.dst, label)"),
+     "`label > 3` could drop a better value"),
+    (cc(spread="best | distinct | join(e, on id == e.src) | select(id = e.dst, label)"),
+     "it keeps every value `label` takes"),
+    (cc(spread="best | select(id, label) | join(e, on id == e.src) | select(id = e.dst, label)"),
+     "reads `select#"),
+    (cc(spread="best | select(a = id, b = label) | join(best, on a == id) | select(id, label = b)"),
+     "two streams of the loop"),
+    (cc(spread="best | where(label < 100) | join(e, on id == e.src) | select(id = e.dst, label)"),
+     "reads `where#"),
+    (cc(spread="e | select(id = src, label = dst) | union(best)"), "import `e` is read by select"),
+    (cc(entry="both | group(by id = src, label = min(dst))"), "aggregates its input"),
+    (cc(entry="both | join(both | select(x = src, y = dst), on src == y) | select(id = src, label = x)"),
+     "joins two streams that grow"),
+    (cc(best="labels | derive(t = current_date()) | reduce(by id, label = min(label))"), "`current_date()`"),
+])
+def test_what_stops_a_loop_from_being_incremental(body, reason):
+    s = strategy(body)
+    assert not s.incremental
+    assert any(reason in r for r in s.reasons), s.reasons
+
+
+@pytest.mark.parametrize("spread", [
+    "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label + 1)",
+    "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label * 2 + cast(e.w as long))",
+    "best | join(e, on best.id == e.src) | select(id = e.dst, label = greatest(best.label, e.src))",
+    "best | join(e, on best.id == e.src) | where(label < 100) | select(id = e.dst, label)",
+    "best | join(e, on best.id == e.src) | where(w >= 0 and label <= 50) | select(id = dst, label)",
+])
+def test_order_keeping_values_stay_incremental(spread):
+    s = strategy(cc(spread=spread))
+    assert s.incremental, s.reasons
+
+
+def test_a_max_reduce_wants_values_that_grow():
+    ok = strategy(cc(best="labels | reduce(by id, label = max(label))"))
+    assert ok.incremental, ok.reasons
+    bad = strategy(cc(best="labels | reduce(by id, label = max(label))",
+                      spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = -best.label)"))
+    assert not bad.incremental and any("reversed" in r for r in bad.reasons), bad.reasons
+
+
+def test_a_nested_loop_is_recomputed_with_its_parent():
+    text = (ROOT / "examples" / "kcore.flow").read_text().replace(
+        'read csv(edges_path, header = true)', 'stream files(edges_path, format = "csv", header = true)')
+    plan = compile_flow(text, "kcore.flow", str(ROOT / "examples"))
+    strategies = loop_strategies(plan)
+    assert list(strategies) == ["kcore"]  # its nested loop runs inside its rounds
+    assert any("it runs loop `peel` in every round" in r for r in strategies["kcore"].reasons)
+
+
+def test_a_batch_pipeline_has_no_strategies():
+    plan = compile_flow((ROOT / "examples" / "connected_components.flow").read_text(), "cc.flow",
+                        str(ROOT / "examples"))
+    assert loop_strategies(plan) == {}
+    assert "loops across epochs" not in explain(plan)
+
+
+def test_explain_and_the_graph_show_each_loops_strategy():
+    plan = compile_flow(HEAD + cc() + "\n" + cc(options="rounds 3").replace("loop l(", "loop m(").replace(
+        "out =", "out2 =") + "\nsink out -> csv(\"out/x\")\nsink out2 -> csv(\"out/y\")\n", "p.flow")
+    text = explain(plan)
+    assert "loops across epochs:\n  l: incremental\n    - monotone: reduce min `best` only improves" in text
+    assert "new records of import `e` meet the state of `best` at the join (line 8)" in text
+    assert "  m: recomputed\n    - `rounds 3`" in text
+    dot = plan_to_dot(plan)
+    assert "incremental across epochs" in dot and "recomputed each epoch" in dot
+    assert "recomputed each epoch: `rounds 3`" in dot  # the reason, in the loop's tooltip
+    assert "incremental across epochs" in plan_to_mermaid(plan)
