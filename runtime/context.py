@@ -134,6 +134,8 @@ class RunContext:
         self.checkpoints = Checkpoints(spark)
         self.counters = Counters(spark)
         self.report = RunReport(self.pipeline, self.fingerprint, self.operators)
+        if self.jvm_metrics:
+            self.report.listener_bus = lambda: spark.sparkContext._jsc.sc().listenerBus()
         self.attempt_ids = itertools.count(1)
         self.activations: dict[str, int] = {}  # loop scope -> activations so far
         self.stack: list[Activation] = []  # the loop activations running, outermost first

@@ -30,6 +30,7 @@ from typing import Optional
 
 from attrs import define, field, frozen
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from scopeflow.runtime import failures
 from scopeflow.runtime.context import RunContext
@@ -44,7 +45,8 @@ MODE = "spark.scopeflow.incremental"  # auto | off | always
 MODES = ("auto", "off", "always")
 MAX_CHANGE = "spark.scopeflow.incremental.maxChange"
 DEFAULT_MAX_CHANGE = 0.1  # measured: benchmarks/RESULTS.md, "Incremental connected components"
-MAX_PIECES = 4  # a growing import kept in more pieces is merged into one (each piece is one more join a round)
+BROADCAST_ROWS = 100_000  # an epoch's new import records up to this many are broadcast to meet the history
+MERGE_SHARE = 0.1  # a growing import's newer piece joins its base piece once it holds this share of its rows
 
 
 @frozen
@@ -54,6 +56,8 @@ class Decision:
     strategy: str  # incremental | recomputed
     why: str
     unchanged: bool = False  # incremental, and no new input reaches the loop: no round runs
+    new_rows: int = 0  # the new records of the streams the loop reads
+    rows: int = 0  # their records so far, this epoch's included
 
 
 @define
@@ -64,6 +68,7 @@ class Carry:
     epoch: int
     states: dict
     pieces: dict
+    rows: dict = field(factory=dict)  # import -> (rows of the streams in its base piece, in its newer piece)
 
 
 @define
@@ -76,7 +81,9 @@ class Start:
     entries: dict = field(factory=dict)  # variable -> the entry's new records
     new_imports: dict = field(factory=dict)  # import -> its new records
     carried: dict = field(factory=dict)  # growing import -> its `Pieces` of the previous epoch, in this process
+    carried_rows: dict = field(factory=dict)  # growing import -> `Carry.rows` of the previous epoch
     pieces: dict = field(factory=dict)  # growing import -> the `Pieces` this epoch's loop read
+    rows: dict = field(factory=dict)  # growing import -> `Carry.rows` after this epoch
 
     @property
     def incremental(self) -> bool:
@@ -101,7 +108,10 @@ class Start:
                 if not parts:
                     continue
                 history = union_all(parts)
-            out[seed.join] = (history, self.new_imports[seed.imported], seed.import_left)
+            new = self.new_imports[seed.imported]
+            if self.decision.new_rows <= BROADCAST_ROWS:  # few: joined without a sort or shuffle of the history
+                new = F.broadcast(new)
+            out[seed.join] = (history, new, seed.import_left)
         return out
 
     def outputs(self, spec: LoopSpec) -> dict:
@@ -226,26 +236,31 @@ class EpochLoops:
         the streams' state after this epoch's input (`sources`) and the parts of their new records."""
         strategy = spec.strategy
         mode, limit = settings(self.spark)
+        new = sum(new_parts[op]["rows"] for op in strategy.streams if new_parts.get(op))
+        rows = sum(sources[op]["rows"] for op in strategy.streams)  # (this epoch's included)
+
+        def recomputed(why: str) -> Decision:
+            return Decision("recomputed", why, new_rows=new, rows=rows)
+
         if mode == "off":
-            return Decision("recomputed", f"incremental evaluation is off ({MODE}=off)")
+            return recomputed(f"incremental evaluation is off ({MODE}=off)")
         before = (last or {}).get("loops", {}).get(spec.scope)
         if before is None:
-            return Decision("recomputed", "no fixpoint of an earlier epoch to start from" if last is None else
-                            f"epoch {last['epoch']} left no fixpoint of this loop to start from")
+            return recomputed("no fixpoint of an earlier epoch to start from" if last is None else
+                              f"epoch {last['epoch']} left no fixpoint of this loop to start from")
         changed = [op for op in strategy.sources if before.get("sources", {}).get(op) != self.fingerprint(op)]
         if changed:
-            return Decision("recomputed", f"{self._describe(changed[0])} changed since epoch {before['epoch']}: "
-                            "the fixpoint it left is over the old input")
-        new = sum(new_parts[op]["rows"] for op in strategy.streams if new_parts.get(op))
-        so_far = sum(sources[op]["rows"] for op in strategy.streams) - new
+            return recomputed(f"{self._describe(changed[0])} changed since epoch {before['epoch']}: the fixpoint "
+                              "it left is over the old input")
         if new == 0:
             return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
-                            unchanged=True)
-        share = new / so_far if so_far else float("inf")
+                            unchanged=True, rows=rows)
+        share = new / (rows - new) if rows > new else float("inf")
         if mode == "auto" and share > limit:
-            return Decision("recomputed", f"the epoch adds {_percent(share)} to its input so far, more than "
-                            f"{MAX_CHANGE} = {_percent(limit)}")
-        return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far ({new:,} records)")
+            return recomputed(f"the epoch adds {_percent(share)} to its input so far, more than {MAX_CHANGE} = "
+                              f"{_percent(limit)}")
+        return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far ({new:,} records)",
+                        new_rows=new, rows=rows)
 
     def _describe(self, op: str) -> str:
         return f"source `{self.module.OPERATORS[op].name}`" if op in self.module.OPERATORS else f"source {op}"
@@ -269,7 +284,7 @@ class EpochLoops:
             carry = self.carried.get(scope)
             if carry is not None and carry.epoch == last["epoch"]:
                 start.states = {op: (frame, rows) for op, (frame, rows, _) in carry.states.items()}
-                start.carried = dict(carry.pieces)
+                start.carried, start.carried_rows = dict(carry.pieces), dict(carry.rows)
             else:
                 start.states = self.load(run, scope, last["loops"][scope])
             if not start.unchanged:
@@ -291,27 +306,42 @@ class EpochLoops:
         return out
 
     def imports(self, run: RunContext, spec: LoopSpec, start: Start, imports: dict) -> dict:
-        """The loop's growing imports, prepared as `Pieces` that outlive the epoch's run: in an incremental
-        epoch, the previous epoch's pieces and one of the new records (merged into one beyond `MAX_PIECES`);
-        else the import over all input so far, in one piece."""
+        """The loop's growing imports, prepared as `Pieces` that outlive the epoch's run (each piece partitioned
+        and sorted by the join keys, so that a round's join shuffles and sorts none of them). Recomputed: the
+        import over all input so far, in one piece. Incremental: the previous epoch's base piece, unchanged, and
+        a newer piece that takes in the epoch's new records (a small merge); once the newer piece holds
+        `MERGE_SHARE` of the base's rows, both are merged into a new base (a sort within partitions, no
+        shuffle). A round joins at most two pieces, and an epoch's merge costs what the newer piece weighs."""
         out = {}
         for name in dict.fromkeys(seed.imported for seed in spec.strategy.seeds):
             keys = spec.imports.get(name) or []
             carried = start.carried.get(name)
             if start.incremental and carried is not None:
-                pieces = (*carried, self._prepare(run, start.new_imports[name], keys))
-                if len(pieces) > MAX_PIECES:  # (union keeps their partitioning: only a sort within partitions)
-                    pieces = (self._prepare(run, union_all(list(pieces)), keys, partitioned=True),)
+                base_rows, newer_rows = start.carried_rows.get(name, (0, 0))
+                newer_rows += start.decision.new_rows
+                newer = self._prepare(run, start.new_imports[name], keys)
+                if len(carried) > 1:
+                    newer = self._merge(run, [carried[1], newer], keys)
+                if newer_rows > MERGE_SHARE * base_rows:
+                    pieces, rows = (self._merge(run, [carried[0], newer], keys),), (base_rows + newer_rows, 0)
+                else:
+                    pieces, rows = (carried[0], newer), (base_rows, newer_rows)
             else:
-                pieces = (self._prepare(run, imports[name], keys),)
+                pieces, rows = (self._prepare(run, imports[name], keys),), (start.decision.rows, 0)
             out[name] = start.pieces[name] = Pieces(pieces)
+            start.rows[name] = rows
         return out
 
-    def _prepare(self, run: RunContext, df: DataFrame, keys: list, partitioned: bool = False) -> DataFrame:
-        if partitioned:
-            df = df.sortWithinPartitions(*keys).persist() if keys else df.persist()
-        else:
-            df = run.prepare_import(df, keys, own=False)
+    def _prepare(self, run: RunContext, df: DataFrame, keys: list) -> DataFrame:
+        df = run.prepare_import(df, keys, own=False)
+        self.made.append(df)
+        return df
+
+    def _merge(self, run: RunContext, pieces: list, keys: list) -> DataFrame:
+        """Pieces (partitioned alike: their union keeps it) as one, sorted within partitions, in a checkpoint:
+        a cache would be dropped with the pieces it was made of, once they are freed."""
+        df = union_all(pieces)
+        df = run.checkpoints.make(df.sortWithinPartitions(*keys) if keys else df)
         self.made.append(df)
         return df
 
@@ -328,7 +358,7 @@ class EpochLoops:
                 out[scope] = last["loops"][scope]
                 carry = self.carried.get(scope)
                 if carry is not None and carry.epoch == last["epoch"]:
-                    self.pending[scope] = Carry(number, carry.states, carry.pieces)
+                    self.pending[scope] = Carry(number, carry.states, carry.pieces, carry.rows)
                 continue
             act = run.epoch.finished.get(scope)
             if act is None:
@@ -351,7 +381,7 @@ class EpochLoops:
                               "sources": {op: self.fingerprint(op) for op in spec.strategy.sources},
                               "strategy": decisions[scope].strategy}
                 if start is not None and start.pieces:
-                    self.pending[scope] = Carry(number, held, dict(start.pieces))
+                    self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows))
         return out
 
     def committed(self) -> None:
@@ -376,7 +406,7 @@ class EpochLoops:
         old = [p for c in self.carried.values() for pieces in c.pieces.values() for p in pieces]
         for df in {id(d): d for d in self.made + old}.values():
             if id(df) not in alive:
-                df.unpersist()
+                checkpoint_rdd(df).unpersist(False) if is_checkpoint(df) else df.unpersist()
         for c in (*self.carried.values(), *self.pending.values()):
             for _, _, ck in c.states.values():
                 if id(ck) not in alive_states and is_checkpoint(ck):

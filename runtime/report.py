@@ -31,6 +31,7 @@ class RunReport:
                     "operators": {}, "sinks": [], "snapshots": []}
         self.started = time.perf_counter()
         self.observations: list = []  # (operator, pyspark Observation) of pipeline-level operators (--report)
+        self.listener_bus = None  # () -> Spark's listener bus (classic sessions), which completes observations
         self.task_ms: dict = {}  # operator -> Spark task milliseconds in loop rounds (--report)
 
     def __getitem__(self, key):  # `run.report["rounds"]`: the report as a document
@@ -115,11 +116,18 @@ class RunReport:
         os.replace(tmp, path)
 
     def _collect_observations(self) -> None:
-        """The record counts of pipeline-level operators that ran (never blocking on the others)."""
+        """The record counts of pipeline-level operators that ran (never blocking on the others: in a streaming
+        epoch whose loops ran incrementally, the pipeline's streams over all input so far may never be
+        computed). Spark completes observations from its listener bus, asynchronously: once the bus has
+        delivered what it holds, those of every action that ran are complete."""
         pending = [(op, obs) for op, obs in self.observations if op not in self.doc["operators"]]
-        deadline = time.monotonic() + 2.0  # Spark completes observations from its listener bus, asynchronously
-        while pending and time.monotonic() < deadline and not all(o._jo.future().isCompleted() for _, o in pending):
-            time.sleep(0.05)
+        if pending and not all(o._jo.future().isCompleted() for _, o in pending):
+            try:
+                self.listener_bus().waitUntilEmpty(10_000)
+            except Exception:  # noqa: BLE001 - a timeout, or no bus to ask: what completed is reported
+                deadline = time.monotonic() + 2.0
+                while time.monotonic() < deadline and not all(o._jo.future().isCompleted() for _, o in pending):
+                    time.sleep(0.05)
         for op, obs in pending:
             if obs._jo.future().isCompleted():
                 self.doc["operators"][op] = {"records": int(obs.get.get("n") or 0), "name": self._label(op)}

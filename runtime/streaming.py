@@ -583,7 +583,7 @@ class StreamRun:
                 for op, s in self.streams.items():
                     run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
                 decisions = self.loops.decisions(last, sources, new_parts)
-                entry["strategies"] = {scope: attrs.asdict(d) for scope, d in decisions.items()}
+                entry["strategies"] = {scope: {"strategy": d.strategy, "why": d.why} for scope, d in decisions.items()}
                 new = {op: self.store.frame(self.spark, op, s.schema, [new_parts[op]] if new_parts[op] else [])
                        for op, s in self.streams.items()}
                 started_loops = time.perf_counter()
