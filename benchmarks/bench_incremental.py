@@ -22,7 +22,7 @@ its operators output (the report's count) and its seconds, and the rest of the e
 Spark's micro-batch work): the floor an epoch pays whatever its loop does.
 
 `--calibrate` also measures where the incremental strategy stops paying: after the base, one epoch that adds
-0.1 %, 1 %, 5 % or 20 % new edges, run incrementally (`always`) and recomputed (`off`); the ratio of the two
+0.1 %, 1 %, 5 %, 20 % or 50 % new edges, run incrementally (`always`) and recomputed (`off`); the ratio of the two
 epochs sets `spark.scopeflow.incremental.maxChange`'s default.
 
 The section "Incremental loops (bench_incremental.py)" of benchmarks/RESULTS.md is replaced (between its
@@ -55,7 +55,7 @@ BEGIN = "<!-- bench_incremental.py: begin (this section is rewritten by benchmar
 END = "<!-- bench_incremental.py: end -->"
 TITLE = "## Incremental loops (bench_incremental.py)"
 DATA = os.path.join(gen_graphs.DEFAULT_DIR, "stream_incremental")
-CALIBRATION = (0.001, 0.01, 0.05, 0.2)
+CALIBRATION = (0.001, 0.01, 0.05, 0.2, 0.5)
 
 CC_BODY = BS.BODY
 SSSP_BODY = """

@@ -464,6 +464,7 @@ class Codegen:
                 f"        streams={_py(list(s.streams))},",
                 f"        sources={_py(list(s.sources))},",
                 f"        states={_py(list(s.states))},",
+                f"        growing={_py(list(s.growing))},",
                 "    ),"]
 
 

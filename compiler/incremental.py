@@ -62,6 +62,7 @@ class Strategy:
     sources: tuple[str, ...] = ()  # the bounded file sources they read (a change means recomputing)
     states: tuple[str, ...] = ()  # its reduce and distinct operators: their states carry over epochs
     summary: str = ""  # what makes it incremental
+    growing: tuple[str, ...] = ()  # the variables whose entries grow with a stream (the others bring nothing new)
 
     @property
     def name(self) -> str:
@@ -132,8 +133,9 @@ def _strategy(plan: Plan, scope: Scope, growth: dict) -> Strategy:
     summary = (f"monotone: {kept or 'its result'} only "
                f"{'improve' if len(states) > 1 else 'improves'} as the input grows, so an epoch starts from the "
                "previous epoch's fixpoint and pushes only what the new records change")
+    growing = tuple(plan.nodes[v].var for v in scope.vars if grows.get(v))
     return Strategy(scope.id, True, (), tuple(seeds), tuple(sorted(streams)), tuple(sorted(sources)), states,
-                    summary)
+                    summary, growing)
 
 
 def _state_kind(node: ops.Operator) -> str:
@@ -177,8 +179,15 @@ def _operator_problem(node: ops.Operator) -> Optional[str]:
         return (f"the {node.how} join{where}: a record it gives can be contradicted by records that arrive later"
                 if node.how == "anti" else
                 f"the {node.how} join{where} gives records with nulls that later records would replace")
-    if isinstance(node, ops.Top):
-        return f"`top`{where} keeps records by their rank, which later records change"
+    return _not_per_record(node)
+
+
+def _not_per_record(node: ops.Operator) -> Optional[str]:
+    """Why an operator's output is not a function of each record alone (in a loop's body or before it), or
+    None: a rank, a Python table function, a value that changes between epochs."""
+    where = _at(node)
+    if isinstance(node, (ops.Top, ops.Limit)):
+        return f"`{node.kind}`{where} keeps records by their rank, which later records change"
     if isinstance(node, ops.Apply):
         return f"`apply {node.module}.{node.func}`{where}: scopeflow cannot tell what a Python function does to sets"
     volatile = _volatile(node)
@@ -249,16 +258,9 @@ def _growth_problem(plan: Plan, node: ops.Operator, growing: list) -> Optional[s
         if all(growing):
             return (f"the join{_at(node)} joins two streams that grow: its new records are not the join of the "
                     "new input alone")
-    if isinstance(node, (ops.Top, ops.Limit)):
-        return f"`{node.kind}`{_at(node)} keeps records by rank, which new input changes"
-    if isinstance(node, ops.Apply):
-        return f"`apply {node.module}.{node.func}`{_at(node)}: scopeflow cannot tell what it does to new input"
     if isinstance(node, ops.LoopOutput):
         return f"it comes from loop `{plan.scopes[node.body].name}`, whose output is recomputed, not appended to"
-    volatile = _volatile(node)
-    if volatile:
-        return f"{what} calls `{volatile}()`, which changes from epoch to epoch"
-    return None
+    return _not_per_record(node)
 
 
 # ---- where new import records are pushed across ----------------------------------------------------------

@@ -83,8 +83,30 @@ def parse_conf(items: list[str]) -> dict:
         if "=" not in item:
             raise UsageError(f"--conf {item}: expected KEY=VALUE")
         k, v = item.split("=", 1)
+        problem = setting_problem(k, v)
+        if problem:
+            raise UsageError(f"--conf {item}: {problem}")
         out[k] = v
     return out
+
+
+INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
+INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
+
+
+def setting_problem(key: str, value: str) -> Optional[str]:
+    """What is wrong with the value of a setting scopeflow reads (None: nothing, or not one of them)."""
+    if key == INCREMENTAL and value.strip().lower() not in ("auto", "off", "always"):
+        return "expected auto, off or always (e.g. off: every epoch recomputes every loop)"
+    if key == INCREMENTAL_MAX_CHANGE:
+        try:
+            if float(value) >= 0:
+                return None
+        except ValueError:
+            pass
+        return "expected a fraction of the input so far, at least 0 (e.g. 0.25: incremental while an epoch adds " \
+               "at most 25 %)"
+    return None
 
 
 @define

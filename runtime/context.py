@@ -389,7 +389,7 @@ class RunContext:
             if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
                 act.preloaded = dict(start.states)
                 act.seeds = start.seeds(spec, entries)
-                entries = start.entries
+                entries = {v: start.entries.get(v) for v in spec.strategy.growing}  # (a bounded entry: nothing new)
             act.recompute = spec.snapshot_recompute
             self.activations[spec.scope] = act.number
             if not self.jvm_metrics:

@@ -151,6 +151,7 @@ class Strategy:
     streams: tuple = field(default=(), converter=tuple)  # the stream sources its inputs grow with
     sources: tuple = field(default=(), converter=tuple)  # the bounded file sources its inputs read
     states: tuple = field(default=(), converter=tuple)  # its reduce and distinct operators
+    growing: tuple = field(default=(), converter=tuple)  # the variables whose entries grow with a stream
 
 
 @frozen

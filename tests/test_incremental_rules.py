@@ -3,6 +3,8 @@
 No Spark here: runs are in test_incremental.py."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,19 @@ def test_explain_and_the_graph_show_each_loops_strategy():
     assert "incremental across epochs" in dot and "recomputed each epoch" in dot
     assert "recomputed each epoch: `rounds 3`" in dot  # the reason, in the loop's tooltip
     assert "incremental across epochs" in plan_to_mermaid(plan)
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("spark.scopeflow.incremental=sometimes", "expected auto, off or always"),
+    ("spark.scopeflow.incremental.maxChange=ten", "expected a fraction of the input so far"),
+    ("spark.scopeflow.incremental.maxChange=-0.5", "at least 0"),
+])
+def test_a_bad_incremental_setting_is_a_usage_error_before_spark_starts(run_cli, tmp_path, setting, says):
+    (tmp_path / "in").mkdir()
+    flow = tmp_path / "p.flow"
+    flow.write_text(streaming("connected_components.flow").replace('"data/graph.csv"', '"in"'))
+    out = run_cli("run", str(flow), "--trigger", "available-now", "--checkpoint", str(tmp_path / "ck"),
+                  "--conf", setting, env={**os.environ, "JAVA_HOME": "/nonexistent", "PATH": os.path.dirname(sys.executable)})
+    assert out.returncode == 2, out.stderr
+    assert f"--conf {setting}: " in out.stderr and says in out.stderr
+    assert not (tmp_path / "ck").exists()

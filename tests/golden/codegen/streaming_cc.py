@@ -85,6 +85,7 @@ LOOP_CC = sf.LoopSpec(
         streams=['n001'],
         sources=[],
         states=['n009'],
+        growing=['labels'],
     ),
 )
 
