@@ -239,8 +239,13 @@ def _growth(plan: Plan, nid: str, memo: dict) -> tuple[frozenset, frozenset, Opt
     bounded = frozenset().union(*(b for _, b, _ in ins)) if ins else frozenset()
     problem = next((p for _, _, p in ins if p), None)
     if isinstance(node, ops.Source):
-        streams, bounded = (frozenset({nid}), frozenset()) if node.streaming else \
-            (frozenset(), frozenset({nid}) if node.format != "table" and node.path is not None else frozenset())
+        streams, bounded = (frozenset({nid}), frozenset()) if node.streaming else (frozenset(), frozenset({nid}))
+        if node.format == "table":
+            problem = (f"{_named(node)}{_at(node)} reads table `{node.path}`, whose changes between epochs "
+                       "scopeflow cannot see")
+    elif isinstance(node, ops.LoopOutput):
+        problem = problem or (f"it comes from loop `{plan.scopes[node.body].name}`, whose output each epoch "
+                              "recomputes, not appends to")
     elif problem is None and streams:
         problem = _growth_problem(plan, node, [bool(s) for s, _, _ in ins])
     memo[nid] = (streams, bounded, problem)
@@ -258,8 +263,10 @@ def _growth_problem(plan: Plan, node: ops.Operator, growing: list) -> Optional[s
         if all(growing):
             return (f"the join{_at(node)} joins two streams that grow: its new records are not the join of the "
                     "new input alone")
-    if isinstance(node, ops.LoopOutput):
-        return f"it comes from loop `{plan.scopes[node.body].name}`, whose output is recomputed, not appended to"
+    if isinstance(node, ops.Union) and not all(growing):
+        still = plan.nodes[node.inputs[growing.index(False)]]
+        return (f"the union{_at(node)} adds `{still.label()}`, which does not grow with the stream, to every "
+                "epoch's new records again")
     return _not_per_record(node)
 
 
@@ -320,19 +327,22 @@ def _history(plan: Plan, scope: Scope, node: ops.Operator) -> Optional[dict]:
 def _order_problems(plan: Plan, scope: Scope) -> list[str]:
     """Follow every value a `min`/`max` reduce keeps through the body: it must reach the feedback through
     functions that keep its order (`low`: smaller is better, `high`: larger), and must not decide which records
-    pass, meet or count as distinct. Two passes: a variable's values come from what the body feeds back."""
+    pass, meet or count as distinct. Passes until the trends settle: a variable's values come from what the
+    body feeds back, which may take a trend from the variable only after several feedbacks."""
     trends: dict[str, dict] = {}
-    problems: list[str] = []
-    for _ in range(2):
-        problems = []
+    problems: dict[str, None] = {}  # what any pass found (a node found wrong passes on no trend after it)
+    for _ in range(len(scope.nodes) + 2):  # enough passes for a trend to go round every feedback
+        before = {k: dict(v) for k, v in trends.items()}
         for nid in scope.nodes:
             node = plan.nodes[nid]
             try:
                 trends[nid] = _node_trends(plan, scope, node, trends)
             except _NotMonotone as why:
-                problems.append(f"{_named(node)}{_at(node)}: {why}")
+                problems[f"{_named(node)}{_at(node)}: {why}"] = None
                 trends[nid] = {}
-    return problems
+        if trends == before:
+            break
+    return list(problems)
 
 
 def _node_trends(plan: Plan, scope: Scope, node: ops.Operator, trends: dict) -> dict:

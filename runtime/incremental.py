@@ -40,6 +40,7 @@ from scopeflow.runtime.round import Pieces, union_all
 from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
 from scopeflow.runtime.spec import sources as file_sources
+from scopeflow.stdlib.inputs import matches
 from scopeflow.stdlib.paths import local_path
 
 MODE = INCREMENTAL  # auto | off | always
@@ -60,6 +61,7 @@ class Decision:
     unchanged: bool = False  # incremental, and no new input reaches the loop: no round runs
     new_rows: int = 0  # the new records of the streams the loop reads
     rows: int = 0  # their records so far, this epoch's included
+    sources: dict = field(factory=dict)  # the bounded sources' fingerprints, taken before the epoch read them
 
 
 @define
@@ -183,20 +185,22 @@ def settings(spark) -> tuple[str, float]:
     return values[MODE].strip().lower(), DEFAULT_MAX_CHANGE if limit is None else float(limit)
 
 
-def bounded_fingerprint(path: str) -> dict:
-    """What tells a bounded source changed between epochs: its files' names, sizes and modification times
-    (a stat each, no read)."""
+def bounded_fingerprint(path: str) -> Optional[dict]:
+    """What tells a bounded source changed between epochs: the names, sizes and modification times of the files
+    it reads (a folder's, a glob's matches; a stat each, no read). None for a path not on this machine's file
+    system, whose changes it cannot see."""
     local = local_path(path)
     if local is None:
-        return {"path": path}
-    if not os.path.exists(local):
-        return {"path": path, "missing": True}
-    if os.path.isfile(local):
-        files = [local]
-    else:
-        files = sorted(os.path.join(d, f) for d, _, names in os.walk(local) for f in names
-                       if not f.startswith((".", "_")))
-    return {"path": path, "files": [[os.path.relpath(f, local), os.path.getsize(f), os.stat(f).st_mtime_ns]
+        return None
+    files = []
+    for found in matches(local):
+        if os.path.isfile(found):
+            files.append(found)
+        else:
+            files += sorted(os.path.join(d, f) for d, _, names in os.walk(found) for f in names
+                            if not f.startswith((".", "_")))
+    top = os.path.dirname(local)
+    return {"path": path, "files": [[os.path.relpath(f, top), os.path.getsize(f), os.stat(f).st_mtime_ns]
                                     for f in files]}
 
 
@@ -235,29 +239,35 @@ class EpochLoops:
         new = sum(new_parts[op]["rows"] for op in strategy.streams if new_parts.get(op))
         rows = sum(sources[op]["rows"] for op in strategy.streams)  # (this epoch's included)
 
+        prints = {op: self.fingerprint(op) for op in strategy.sources}
+
         def recomputed(why: str) -> Decision:
-            return Decision("recomputed", why, new_rows=new, rows=rows)
+            return Decision("recomputed", why, new_rows=new, rows=rows, sources=prints)
 
         if mode == "off":
             return recomputed(f"incremental evaluation is off ({MODE}=off)")
+        unseen = [op for op, p in prints.items() if p is None]
+        if unseen:
+            return recomputed(f"{self._describe(unseen[0])} is not on this machine's file system: whether it "
+                              "changed since the last epoch scopeflow cannot see")
         before = (last or {}).get("loops", {}).get(spec.scope)
         if before is None:
             return recomputed("no fixpoint of an earlier epoch to start from" if last is None else
                               f"epoch {last['epoch']} left no fixpoint of this loop to start from")
-        changed = [op for op in strategy.sources if before.get("sources", {}).get(op) != self.fingerprint(op)]
+        changed = [op for op in strategy.sources if before.get("sources", {}).get(op) != prints[op]]
         if changed:
             return recomputed(f"{self._describe(changed[0])} changed since epoch {before['epoch']}: the fixpoint "
                               "it left is over the old input")
         if new == 0:
             return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
-                            unchanged=True, rows=rows)
+                            unchanged=True, rows=rows, sources=prints)
         share = new / (rows - new) if rows > new else float("inf")
         if mode == "auto" and share > limit:
             return recomputed(f"the epoch adds {_percent(share)} to its input so far, more than {MAX_CHANGE} = "
                               f"{_percent(limit)}")
         return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far "
                         f"({new:,} {'record' if new == 1 else 'records'})",
-                        new_rows=new, rows=rows)
+                        new_rows=new, rows=rows, sources=prints)
 
     def _describe(self, op: str) -> str:
         return f"source `{self.module.OPERATORS[op].name}`" if op in self.module.OPERATORS else f"source {op}"
@@ -375,7 +385,7 @@ class EpochLoops:
                 held[op] = (df, int(state.main_rows), state.main)
             else:
                 out[scope] = {"epoch": number, "states": states,
-                              "sources": {op: self.fingerprint(op) for op in spec.strategy.sources},
+                              "sources": decisions[scope].sources,
                               "strategy": decisions[scope].strategy}
                 if start is not None and start.pieces:
                     self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows))

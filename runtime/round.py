@@ -207,6 +207,11 @@ class Pieces(tuple):
     def of(df) -> tuple:
         return tuple(df) if isinstance(df, Pieces) else (df,)
 
+    def transform(self, fn: Callable, *args):
+        """As `DataFrame.transform`: the generated join of an import on the left side is
+        `import.transform(ctx.join, op, right, step)`."""
+        return fn(self, *args)
+
 
 def union_all(frames: list) -> DataFrame:
     return _fold(lambda a, b: a.unionByName(b), frames)

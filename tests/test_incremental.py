@@ -68,6 +68,7 @@ def cc_run(spark, folder, waves):
     return s, loops
 
 
+@pytest.mark.soak
 def test_connected_components_from_the_previous_fixpoint_equal_networkx_after_every_wave(spark, tmp_path,
                                                                                         incremental):
     """Seven waves of random edges (new vertices, merges, repeats): waves 1-6 run incrementally, each equals
@@ -172,3 +173,22 @@ def test_an_epoch_costs_what_it_changes(spark, tmp_path, incremental):
     assert base["records"] > 20_000
     assert inside["strategy"] == "incremental" and inside["records"] <= 10 * (10 + 2 * 4), inside
     assert merge["records"] <= 20 * (10 + 2), merge  # 10 relabelled vertices and the new edge, both ways
+
+
+def test_an_import_on_the_left_of_its_join(spark, tmp_path, incremental):
+    """The edges on the join's left side (`e | join(best, ...)`): the import is kept as pieces across epochs
+    and its new records meet the state on the right; four waves equal networkx after each."""
+    incremental("always")
+    flow = CC.format(extra="").replace("best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)",
+                                       "e | join(best, on e.src == best.id) | select(id = e.dst, label = best.label)")
+    assert "e | join(best" in flow
+    rng = random.Random(3)
+    s = Stream(spark, tmp_path, flow)
+    edges = []
+    for wave in range(4):
+        new = random_edges(rng, 30 if wave == 0 else 5, 50)
+        edges += new
+        s.drop_csv(["src", "dst"], new)
+        assert s.run(report=str(tmp_path / "run.json")) == 0
+        assert epoch_loop(str(tmp_path / "run.json"), "cc")["strategy"] == ("incremental" if wave else "recomputed")
+        assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items()), wave

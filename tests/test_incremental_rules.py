@@ -131,6 +131,60 @@ def test_what_stops_a_loop_from_being_incremental(body, reason):
     assert any(reason in r for r in s.reasons), s.reasons
 
 
+# inputs whose new records an epoch's run over the new input alone would not give
+OTHER_LOOP = """ok = loop r(x = seeds) with (g = seeds | select(a = v, b = v + 1)) {
+    nx = x | join(g, on x.v == g.a) | select(v = g.b) | union(x) | distinct
+    feedback x <- nx
+    emit nx
+}
+allowed = both | join(ok, on src == v) | select(src, dst, w)
+"""
+
+
+@pytest.mark.parametrize("extra, kwargs, reason", [
+    (OTHER_LOOP, {"imported": "allowed"}, "import `e`: it comes from loop `r`, whose output each epoch recomputes"),
+    ('source roots = read table("db.roots") schema (v: long)\n',
+     {"entry": "init | union(roots | select(id = v, label = v))"},
+     "source `roots` (line 6) reads table `db.roots`, whose changes between epochs scopeflow cannot see"),
+    ("", {"imported": "both | union(seeds | select(src = v, dst = v, w = 0.0))"},
+     "adds `select#"),
+])
+def test_inputs_an_epoch_cannot_derive_from_its_new_records(extra, kwargs, reason):
+    s = strategy(cc(**kwargs), head=HEAD + extra)
+    assert not s.incremental
+    assert any(reason in r for r in s.reasons), s.reasons
+
+
+def test_a_value_that_takes_its_order_after_several_feedbacks_is_checked():
+    """`aux` holds a value of no order until `hop` gives it `label`'s, two feedbacks in: the check passes over
+    the body until nothing changes, not a fixed number of times."""
+    head = HEAD.replace("label = src)", "label = src, aux = src - src - 1000000)") + \
+        'source dag = read csv("dag.csv") schema (a: long, b: long)\n'
+    body = """out = loop l(x = init) with (e = both, g = dag) {
+    best = x | select(id, label) | union(x | select(id, label = 0 - aux)) | reduce(by id, label = min(label))
+    spread = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label, aux = e.dst - e.dst - 1)
+    hop = x | join(g, on x.id == g.a) | select(id = g.b, label, aux = label)
+    feedback x <- spread | union(hop)
+    emit state best
+}"""
+    s = strategy(body, head=head)
+    assert not s.incremental
+    assert any("improve downwards from one input and upwards from another" in r for r in s.reasons), s.reasons
+
+
+def test_a_bounded_sources_fingerprint_sees_a_glob_and_says_none_for_remote_paths(tmp_path):
+    from scopeflow.runtime.incremental import bounded_fingerprint
+
+    (tmp_path / "part-1.csv").write_text("1\n")
+    pattern = str(tmp_path / "part-*.csv")
+    first = bounded_fingerprint(pattern)
+    assert [f[0] for f in first["files"]] == ["part-1.csv"]
+    (tmp_path / "part-2.csv").write_text("2\n")
+    assert bounded_fingerprint(pattern) != first
+    assert bounded_fingerprint(str(tmp_path / "missing.csv"))["files"] == []
+    assert bounded_fingerprint("s3a://bucket/seeds.csv") is None
+
+
 @pytest.mark.parametrize("spread", [
     "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label + 1)",
     "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label * 2 + cast(e.w as long))",
