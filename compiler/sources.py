@@ -444,7 +444,7 @@ def check_sink_paths(lw: Lowering) -> None:
     base = normalized(lw.base_dir)
     inputs = [(n, _path_text(lw, n.path)) for n in lw.plan.nodes.values()
               if isinstance(n, ops.Source) and n.format != "table" and n.path is not None]
-    inputs = [(f"input `{p}` (source `{n.name}`)", p) for n, p in inputs if isinstance(p, str)]
+    inputs = [(f"input `{p}` (source `{n.name}`)", p) for n, p in inputs if isinstance(p, str) and is_local(p)]
     inputs += [(f"Python module `{u.path}` (`use python ... as {u.alias}`)", u.path) for u in lw.decl.udfs.values()]
     earlier: list = []
     for sink in lw.plan.sinks:

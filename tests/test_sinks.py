@@ -637,3 +637,11 @@ def test_sinks_commit_the_same_way_through_hadoops_file_system(spark, tmp_path, 
     (tmp_path / "out" / "y" / "important.txt").write_text("keep me")
     assert sinks.targets.foreign_files(HadoopFiles(spark), str(tmp_path / "out" / "y")) == ["important.txt"]
     assert not leftovers(tmp_path / "out")
+
+
+def test_a_remote_input_beside_local_sinks_checks_cleanly():
+    """An input on another file system (`s3a://`) cannot clash with a local sink: `check` says nothing of it
+    (it was an internal ValueError from the sink-path check)."""
+    result = check_flow('pipeline p\nsource s = read csv("s3a://bucket/x.csv") schema (a: long)\n'
+                        'sink s -> csv("out/x")\n', "p.flow", "/tmp")
+    assert result.plan is not None and result.errors == [], result.diagnostics
