@@ -21,6 +21,12 @@ def pytest_configure(config):
     fast_jvm.configure(EXAMPLES)  # before the first JVM: the shared session and every subprocess's
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `soak` (minutes each) run first: spread over the xdist workers from the start, none is left
+    to run alone at the end. (A stable sort: every worker collects the same order, as xdist requires.)"""
+    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
+
+
 @pytest.fixture(scope="session")
 def spark():
     import fast_jvm

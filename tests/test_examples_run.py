@@ -34,6 +34,7 @@ def test_connected_components(spark, example_copy):
     assert job.report["loops"]["cc"]["activations"] == 1
 
 
+@pytest.mark.soak
 def test_connected_components_long_path_needs_hundreds_of_rounds(spark, example_copy):
     flow = example_copy("connected_components.flow")
     job = run_file(flow, spark=spark, params={"edges_path": "data/long_path.csv"})

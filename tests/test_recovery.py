@@ -151,6 +151,7 @@ def _kill_nested_kcore(tmp_path, rng) -> int:
     return h.kills
 
 
+@pytest.mark.soak
 def test_kill_and_resume_cc_sssp_kcore_match_references(tmp_path):
     """At least 20 SIGKILL/resume cycles over three pipelines; every output equals its reference exactly.
 
@@ -173,6 +174,7 @@ def _report(path):
         return json.load(fh)
 
 
+@pytest.mark.soak
 def test_resume_mid_nested_loop_continues_where_it_stopped(tmp_path, run_cli):
     kc = copy_example(tmp_path, "kcore.flow")
     ck = str(tmp_path / "ck")
@@ -258,6 +260,7 @@ def test_refusals_exit_5_and_touch_nothing(tmp_path, run_cli):
     assert not os.path.exists(tmp_path / "out" / "components"), "refused runs write no output"
 
 
+@pytest.mark.soak
 def test_corrupt_and_truncated_snapshots_fall_back_or_refuse(tmp_path, run_cli):
     cc = copy_example(tmp_path, "connected_components.flow")
     ck = str(tmp_path / "ck")
@@ -294,16 +297,17 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
     assert proc.returncode == 0 and "starting from the beginning" in proc.stderr
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("mode", ["async", "recompute"])
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
-    write_path_graph(tmp_path / "data" / "path80.csv", 80, seed=3)  # ~80 rounds: room for a mid-loop kill
-    args = ["--param", "edges_path=data/path80.csv", "--snapshot-every", "5"]
+    write_path_graph(tmp_path / "data" / "path50.csv", 50, seed=3)  # ~50 rounds: room for a kill after 15
+    args = ["--param", "edges_path=data/path50.csv", "--snapshot-every", "5"]
     args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
     h = Harness(cc, args, random.Random(7), tmp_path / "ck")
     h.run(1, faults=["sink-commit"])  # killed mid-loop, then again while committing the sink
     assert h.kills == 2, "every kill must land before the run completes"
-    edges = reference.read_csv_rows(str(tmp_path / "data" / "path80.csv"), (int, int))
+    edges = reference.read_csv_rows(str(tmp_path / "data" / "path50.csv"), (int, int))
     assert Counter(read_output(str(tmp_path / "out/components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
 

@@ -271,6 +271,7 @@ def test_round_counts_are_exact(spark, tmp_path):
     assert sorted(read_output(str(tmp_path / "out/o"), (int, int))) == sorted(state.items())
 
 
+@pytest.mark.soak
 def test_1500_rounds_without_plan_growth(spark, tmp_path):
     flow = write_flow(tmp_path, """
         source seed = values (n: long) [(0)]

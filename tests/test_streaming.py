@@ -320,22 +320,29 @@ def test_a_replayed_epoch_writes_nothing(spark, tmp_path, capsys):
     assert s.output("components", (int, int)) == Counter({1: 1, 2: 1, 3: 1}.items())
 
 
-def test_state_is_compacted(spark, tmp_path):
-    """Twenty epochs of one file each: the state is never more than COMPACT_PARTS + 1 parts, and older
-    manifests are gone."""
-    from scopeflow.runtime.streaming import COMPACT_PARTS
+def test_state_is_compacted(spark, tmp_path, monkeypatch):
+    """Eight epochs of one file each, compacting beyond 3 parts: the state is never more than COMPACT_PARTS
+    parts, and older manifests are gone. The edges form a star, so each epoch's loop takes few rounds."""
+    from scopeflow.runtime import streaming
 
+    monkeypatch.setattr(streaming, "COMPACT_PARTS", 3)
     s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
-    edges = [(i, i + 1) for i in range(20)]
+    edges = [(0, i + 1) for i in range(8)]
     for e in edges:
         s.drop_csv(["src", "dst"], [e])
     assert s.run() == ExitCode.OK
     m = s.manifest()
-    assert m["epoch"] == 19 and len(m["sources"]["n001"]["parts"]) <= COMPACT_PARTS
-    assert len(os.listdir(os.path.join(s.checkpoint, "scopeflow", "state", "n001"))) == len(m["sources"]["n001"]["parts"])
+    parts = m["sources"]["n001"]["parts"]
+    assert m["epoch"] == 7 and len(parts) <= 3 and sum(p["rows"] for p in parts) == 8
+    assert sorted(os.listdir(os.path.join(s.checkpoint, "scopeflow", "state", "n001"))) == sorted(p["name"] for p in parts)
     assert [n for n in os.listdir(os.path.join(s.checkpoint, "scopeflow")) if n.startswith("epoch-")] == \
-        ["epoch-0000000019.json"]
-    assert s.output("components", (int, int)) == Counter({v: 0 for v in range(21)}.items())
+        ["epoch-0000000007.json"]
+    # the loop's state (kept for its incremental epochs) is one part: the last epoch's
+    (scope, kept), = m["loops"].items()
+    assert kept["epoch"] == 7 and kept["strategy"] == "incremental"
+    for op, doc in kept["states"].items():
+        assert os.listdir(os.path.join(s.checkpoint, "scopeflow", "state", f"loop-{scope}-{op}")) == [doc["part"]["name"]]
+    assert s.output("components", (int, int)) == Counter({v: 0 for v in range(9)}.items())
 
 
 RATE = """pipeline srate
