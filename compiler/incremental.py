@@ -13,7 +13,8 @@ dataflow do) when its result is the least fixpoint of a monotone body, the same 
   only of a `distinct` (whose records over all rounds are its state);
 - its entries and imports only grow as input arrives: between a `stream` source and the loop only operators
   whose new records are computed from the new input alone (no aggregate, no anti or outer join, no join of two
-  streams, no other loop's output);
+  streams, no union of a growing stream with one that does not grow, no other loop's output, no `read table`,
+  whose changes cannot be seen);
 - every join with an import that grows reads, on its other side, a stream whose records of earlier epochs the
   runtime keeps: a `reduce`'s or `distinct`'s state, or the loop variable when it is fed back only by `distinct`s
   (then its history is its entries so far and their states). That is where new import records are pushed across

@@ -18,7 +18,8 @@ far (the streaming contract): every value in the states it starts from is reacha
 every derivation the previous fixpoint lacks uses a new record, which round 0 brings in.
 
 Whether an epoch uses this is decided per loop and epoch (`EpochLoops.decide`): never without a state of the
-previous epoch, never when a bounded source it reads changed, and not when the epoch adds more than
+previous epoch, never when a bounded source it reads changed (or is not on this machine's file system, where
+its changes cannot be seen), and not when the epoch adds more than
 `spark.scopeflow.incremental.maxChange` (a fraction, default `DEFAULT_MAX_CHANGE`) to the loop's input so far:
 then recomputing from nothing is as cheap (benchmarks/RESULTS.md). `spark.scopeflow.incremental` = `auto`
 (that rule), `off` (always recompute) or `always` (whenever there is a state, whatever the epoch adds).
