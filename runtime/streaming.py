@@ -125,7 +125,7 @@ class Epoch:
     inputs: dict = field(factory=dict)
     log: Optional[str] = None  # `<checkpoint>/scopeflow/writes.jsonl`: every sink write, one line each
     loops: dict = field(factory=dict)  # loop scope -> incremental.Start: the loops this epoch runs incrementally
-    finished: dict = field(factory=dict)  # loop scope -> its activation (None: no round ran), for its states
+    finished: dict = field(factory=dict)  # loop scope -> its last activation, for its states
 
     @property
     def token(self) -> str:
