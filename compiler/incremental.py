@@ -249,6 +249,8 @@ def _growth(plan: Plan, nid: str, memo: dict) -> tuple[frozenset, frozenset, Opt
                               "recomputes, not appends to")
     elif problem is None and streams:
         problem = _growth_problem(plan, node, [bool(s) for s, _, _ in ins])
+    elif problem is None and _volatile(node):  # (input that does not grow must not change either)
+        problem = f"{_named(node)}{_at(node)} calls `{_volatile(node)}()`, which changes from epoch to epoch"
     memo[nid] = (streams, bounded, problem)
     return memo[nid]
 
@@ -332,7 +334,8 @@ def _order_problems(plan: Plan, scope: Scope) -> list[str]:
     body feeds back, which may take a trend from the variable only after several feedbacks."""
     trends: dict[str, dict] = {}
     problems: dict[str, None] = {}  # what any pass found (a node found wrong passes on no trend after it)
-    for _ in range(len(scope.nodes) + 2):  # enough passes for a trend to go round every feedback
+    fields = sum(len(plan.nodes[n].schema.fields) for n in scope.nodes if plan.nodes[n].schema is not None)
+    for _ in range(len(scope.nodes) * (fields + 2)):  # a trend moves at least one node or field a pass
         before = {k: dict(v) for k, v in trends.items()}
         for nid in scope.nodes:
             node = plan.nodes[nid]

@@ -172,6 +172,37 @@ def test_a_value_that_takes_its_order_after_several_feedbacks_is_checked():
     assert any("improve downwards from one input and upwards from another" in r for r in s.reasons), s.reasons
 
 
+def test_an_order_passed_through_many_fields_is_still_followed():
+    """`label = 0 - a11` where a11 gets `label`'s order only after eleven feedbacks (a1 = label, a2 = a1, ...):
+    more feedbacks than the body has operators, so the passes are bounded by operators times fields."""
+    fields = [f"a{i}" for i in range(1, 12)]
+    zero = ", ".join(f"{f} = src - src" for f in fields)
+    head = ("pipeline p\nsource edges = stream files(\"in\", format = \"csv\") schema (src: long, dst: long)\n"
+            "source dag = read csv(\"dag.csv\") schema (a: long, b: long)\n"
+            f"init = edges | select(id = src, label = src, {zero}) | distinct\n")
+    shifted = ", ".join(f"{f} = {g}" for f, g in zip(fields[1:], fields))
+    body = f"""out = loop l(x = init) with (e = edges, g = dag) {{
+    best = x | reduce(by id, label = min(label))
+    sp = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label, a1 = best.label, """ + \
+        ", ".join(f"{f} = e.dst - e.dst" for f in fields[1:]) + f""")
+    sh = x | join(g, on x.id == g.a) | select(id = g.b, label = 0 - a11, a1 = g.b - g.b, {shifted})
+    feedback x <- sp | union(sh)
+    emit state best
+}}"""
+    s = strategy(body, head=head)
+    assert not s.incremental
+    assert any("improve downwards from one input and upwards from another" in r for r in s.reasons), s.reasons
+
+
+def test_a_date_in_input_that_does_not_grow_is_recomputed():
+    """`current_date()` on a bounded source's way into the loop: the input changes with the day, not the files."""
+    head = HEAD + 'source leases = read csv("leases.csv") schema (v: long, until: date)\n'
+    body = cc(entry="init | union(leases | where(until >= current_date()) | select(id = v, label = v))")
+    s = strategy(body, head=head)
+    assert not s.incremental
+    assert any("calls `current_date()`" in r for r in s.reasons), s.reasons
+
+
 def test_a_bounded_sources_fingerprint_sees_a_glob_and_says_none_for_remote_paths(tmp_path):
     from scopeflow.runtime.incremental import bounded_fingerprint
 
