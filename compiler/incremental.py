@@ -249,8 +249,8 @@ def _growth(plan: Plan, nid: str, memo: dict) -> tuple[frozenset, frozenset, Opt
                               "recomputes, not appends to")
     elif problem is None and streams:
         problem = _growth_problem(plan, node, [bool(s) for s, _, _ in ins])
-    elif problem is None and _volatile(node):  # (input that does not grow must not change either)
-        problem = f"{_named(node)}{_at(node)} calls `{_volatile(node)}()`, which changes from epoch to epoch"
+    elif problem is None and (volatile := _volatile(node)):  # (input that does not grow must not change either)
+        problem = f"{_named(node)}{_at(node)} calls `{volatile}()`, which changes from epoch to epoch"
     memo[nid] = (streams, bounded, problem)
     return memo[nid]
 

@@ -44,8 +44,6 @@ from scopeflow.runtime.spec import sources as file_sources
 from scopeflow.stdlib.inputs import matches
 from scopeflow.stdlib.paths import local_path
 
-MODE = INCREMENTAL  # auto | off | always
-MAX_CHANGE = INCREMENTAL_MAX_CHANGE
 # measured (benchmarks/RESULTS.md, "Where incremental stops paying"): connected components over 10^6 edges, an
 # epoch adding 20 % costs 0.6 of a recompute incrementally, one adding 50 % about as much
 DEFAULT_MAX_CHANGE = 0.25
@@ -177,13 +175,15 @@ def loop_specs(module) -> list[LoopSpec]:
 def settings(spark) -> tuple[str, float]:
     """`spark.scopeflow.incremental` and `spark.scopeflow.incremental.maxChange` (checked: `--conf` checks them
     before Spark starts, this a value set otherwise)."""
-    values = {MODE: spark.conf.get(MODE, None) or "auto", MAX_CHANGE: spark.conf.get(MAX_CHANGE, None)}
+    values = {INCREMENTAL: spark.conf.get(INCREMENTAL, None) or "auto",
+              INCREMENTAL_MAX_CHANGE: spark.conf.get(INCREMENTAL_MAX_CHANGE, None)}
     for key, value in values.items():
         problem = setting_problem(key, value) if value is not None else None
         if problem:
-            raise RuntimeFailure(f"{key}={value}: {problem}", hint=f"e.g. --conf {MODE}=off")
-    limit = values[MAX_CHANGE]
-    return values[MODE].strip().lower(), DEFAULT_MAX_CHANGE if limit is None else float(limit)
+            raise RuntimeFailure(f"{key}={value}: {problem}", hint=f"set it with --conf {key}=..., which checks it "
+                                 "before Spark starts")
+    limit = values[INCREMENTAL_MAX_CHANGE]
+    return values[INCREMENTAL].strip().lower(), DEFAULT_MAX_CHANGE if limit is None else float(limit)
 
 
 def bounded_fingerprint(path: str) -> Optional[dict]:
@@ -246,7 +246,7 @@ class EpochLoops:
             return Decision("recomputed", why, new_rows=new, rows=rows, sources=prints)
 
         if mode == "off":
-            return recomputed(f"incremental evaluation is off ({MODE}=off)")
+            return recomputed(f"incremental evaluation is off ({INCREMENTAL}=off)")
         unseen = [op for op, p in prints.items() if p is None]
         if unseen:
             return recomputed(f"{self._describe(unseen[0])} is not on this machine's file system: whether it "
@@ -264,8 +264,8 @@ class EpochLoops:
                             unchanged=True, rows=rows, sources=prints)
         share = new / (rows - new) if rows > new else float("inf")
         if mode == "auto" and share > limit:
-            return recomputed(f"the epoch adds {_percent(share)} to its input so far, more than {MAX_CHANGE} = "
-                              f"{_percent(limit)}")
+            return recomputed(f"the epoch adds {_percent(share)} to its input so far, more than "
+                              f"{INCREMENTAL_MAX_CHANGE} = {_percent(limit)}")
         return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far "
                         f"({new:,} {'record' if new == 1 else 'records'})",
                         new_rows=new, rows=rows, sources=prints)
