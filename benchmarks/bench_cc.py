@@ -1,12 +1,15 @@
 """Connected components: scopeflow vs hand-written PySpark (delta iteration) vs a naive driver loop.
 
-All three contenders run in ONE SparkSession (scopeflow's `build_session`, the
+All four contenders run in ONE SparkSession (scopeflow's `build_session`, the
 same settings for everyone, `spark.sql.shuffle.partitions` = `--partitions`),
 read the same CSV and write the same CSV output (id,label with a header), so
 they do the same end-to-end work:
 
 - ``scopeflow``: `run_file("examples/connected_components.flow")` (a copy in a
-  temp dir so the sink lands there), `edges_path` pointed at the graph;
+  temp dir so the sink lands there), `edges_path` pointed at the graph: min-label propagation,
+  the textbook program (as stdlib's `min_label_components`);
+- ``stdlib``: `stdlib:graph`'s `connected_components` (up to 16 rounds of min-label, then
+  large-star / small-star over the labels still apart: O(log n) rounds);
 - ``delta``: the best hand-written delta iteration we could write in plain
   PySpark (see `cc_delta` for the tricks);
 - ``naive``: a typical driver loop: full recompute of every label each round,
@@ -51,7 +54,13 @@ import gen_graphs  # noqa: E402
 CC_FLOW = os.path.join(ROOT, "examples", "connected_components.flow")
 RESULTS = os.path.join(HERE, "RESULTS.md")
 NOTES_MARK = "<!-- notes: kept when bench_cc.py rewrites this file -->"
-CONTENDERS = ("scopeflow", "delta", "naive")
+CONTENDERS = ("scopeflow", "stdlib", "delta", "naive")
+STDLIB_FLOW = """pipeline stdlib_connected_components
+from "stdlib:graph" import connected_components
+param edges_path: string = "data/graph.csv"
+source edges = read csv(edges_path, header = true) schema (src: long, dst: long)
+sink edges | connected_components() -> csv("out/components", header = true)
+"""
 
 
 # ---- the contenders -------------------------------------------------------------------------------
@@ -73,6 +82,25 @@ def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: 
     info["report_rounds"] = rounds
     info["snapshots"] = len(job.report.get("snapshots") or [])
     return len(rounds), False
+
+
+def cc_stdlib(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: float, info: dict):
+    """`stdlib:graph`'s connected_components: up to 16 rounds of min-label propagation, then
+    large-star / small-star over the labels still apart (O(log n) rounds)."""
+    from scopeflow.api import run_file
+
+    work = os.path.dirname(os.path.dirname(out_dir))
+    flow = os.path.join(work, "stdlib_cc.flow")
+    with open(flow, "w") as fh:
+        fh.write(STDLIB_FLOW)
+    job = run_file(flow, spark=spark, params={"edges_path": edges_csv})
+    produced = os.path.join(work, "out", "components")
+    if os.path.abspath(produced) != os.path.abspath(out_dir):
+        shutil.move(produced, out_dir)
+    info["report_rounds"] = job.report["rounds"]
+    info["loops"] = {scope: len([r for r in job.report["rounds"] if r["scope"] == scope])
+                     for scope in dict.fromkeys(r["scope"] for r in job.report["rounds"])}
+    return len(job.report["rounds"]), False
 
 
 LOOP_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1"}
@@ -216,7 +244,7 @@ def _cc_naive(spark, edges_csv: str, out_dir: str, limit_s: float, info: dict):
     return rounds, stopped
 
 
-RUNNERS = {"scopeflow": cc_scopeflow, "delta": cc_delta, "naive": cc_naive}
+RUNNERS = {"scopeflow": cc_scopeflow, "stdlib": cc_stdlib, "delta": cc_delta, "naive": cc_naive}
 
 
 # ---- checking -----------------------------------------------------------------------------------------
@@ -411,7 +439,8 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
             lines.append(f"| {g} | {c} | {rounds_txt} | {best_txt} | {med_txt} | "
                          f"{', '.join(fmt_s(s) for s in secs)} | {per} |")
     ratio_lines = ["| graph | scopeflow / delta (best) | scopeflow / delta (median) | naive / scopeflow (best) | "
-                   "naive / scopeflow (median) |", "|---|---|---|---|---|"]
+                   "naive / scopeflow (median) | stdlib / delta (best) | stdlib / delta (median) |",
+                   "|---|---|---|---|---|---|---|"]
     ratios: dict = {}
     for g in graphs:
         def r(a, b, which):
@@ -432,8 +461,11 @@ def summarise(results: dict, graphs: list, contenders: list) -> tuple[str, dict]
         sd_m, sd_mv = r("scopeflow", "delta", "median")
         ns_b, ns_bv = r("naive", "scopeflow", "best")
         ns_m, ns_mv = r("naive", "scopeflow", "median")
-        ratios[g] = {"scopeflow/delta": (sd_bv, sd_mv), "naive/scopeflow": (ns_bv, ns_mv)}
-        ratio_lines.append(f"| {g} | {sd_b} | {sd_m} | {ns_b} | {ns_m} |")
+        ld_b, ld_bv = r("stdlib", "delta", "best")
+        ld_m, ld_mv = r("stdlib", "delta", "median")
+        ratios[g] = {"scopeflow/delta": (sd_bv, sd_mv), "naive/scopeflow": (ns_bv, ns_mv),
+                     "stdlib/delta": (ld_bv, ld_mv)}
+        ratio_lines.append(f"| {g} | {sd_b} | {sd_m} | {ns_b} | {ns_m} | {ld_b} | {ld_m} |")
     text = "\n".join(lines) + "\n\nRatios:\n\n" + "\n".join(ratio_lines)
     return text + equal_rounds(results, graphs), ratios
 

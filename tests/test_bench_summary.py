@@ -27,8 +27,21 @@ def test_failed_runs_give_rounded_down_lower_bounds():
     cells = [c.strip() for c in ratio_row.strip("|").split("|")]
     # 101.33 / 80.36 and 102.55 / 86.17; naive: 157.66 / 101.33 = 1.556 -> "> 1.5x" (a lower bound is
     # rounded down), median 237.92 / 102.55 = 2.32 -> "> 2.3x"
-    assert cells == ["path", "1.26x", "1.19x", "> 1.5x", "> 2.3x"]
+    # no stdlib runs: its ratios are n/a
+    assert cells == ["path", "1.26x", "1.19x", "> 1.5x", "> 2.3x", "n/a", "n/a"]
     assert abs(ratios["path"]["naive/scopeflow"][0] - 157.66 / 101.33) < 1e-9
+
+
+def test_stdlib_against_delta():
+    results = {
+        ("path", "stdlib"): [run(16.0, 22), run(15.0, 22), run(18.0, 22)],
+        ("path", "delta"): [run(80.0, 408), run(90.0, 408), run(85.0, 408)],
+    }
+    table, ratios = bench_cc.summarise(results, ["path"], ["stdlib", "delta"])
+    ratio_row = [line for line in table.splitlines() if line.startswith("| path |") and "x |" in line][0]
+    cells = [c.strip() for c in ratio_row.strip("|").split("|")]
+    assert cells[-2:] == ["0.19x", "0.19x"]  # 15 / 80 and 16 / 85
+    assert ratios["path"]["stdlib/delta"] == (15.0 / 80.0, 16.0 / 85.0)
 
 
 def test_runs_stopped_by_the_time_limit_say_so():

@@ -4,6 +4,7 @@ on deterministic random graphs and on a long path (many rounds)."""
 from __future__ import annotations
 
 import csv
+import math
 import os
 import random
 from collections import Counter
@@ -15,7 +16,7 @@ from conftest import read_output
 from scopeflow.compiler import check_flow
 from scopeflow.api import run_file
 
-PATH_LEN = 150  # vertices of the long path: label / distance propagation needs ~150 rounds
+PATH_LEN = 100  # vertices of the long path: label / distance propagation needs ~100 rounds
 
 
 # ---- helpers ----------------------------------------------------------------------------
@@ -87,18 +88,83 @@ def approx_dict(got: dict, want: dict, tol=1e-9):
 
 # ---- graph ------------------------------------------------------------------------------
 
+def graph_shapes() -> dict:
+    """Graphs of many shapes, on disjoint vertex ranges (so one graph holds them all, and each
+    component's label is checked): name -> edges."""
+    rnd = random.Random(7)
+    shapes = {
+        "random": random_graph(1, 120, 80, lo=0),  # several components and isolated pairs
+        "messy": messy(random_graph(2, 60, 90, lo=1000), 3),  # reversed, doubled, repeated, self-loops
+        "star": [(2000, 2000 + i) for i in range(1, 40)] + [(2100 + i, 2199) for i in range(0, 40)],
+        "pairs": [(3000 + 2 * i + 1, 3000 + 2 * i) for i in range(30)],
+        "self_loops_only": [(3500, 3500), (3501, 3501), (3501, 3501)],
+        "tiny": [(4000 + 3 * i, 4000 + 3 * i + 1) for i in range(40)] + [(4001 + 3 * i, 4002 + 3 * i) for i in range(20)],
+    }
+    # a chain of 12 cliques of 5 vertices, ids shuffled: diameter ~24
+    ids = list(range(5000, 5060))
+    rnd.shuffle(ids)
+    chain = [(ids[5 * c + i], ids[5 * c + j]) for c in range(12) for i in range(5) for j in range(i + 1, 5)]
+    chain += [(ids[5 * c + 4], ids[5 * c + 5]) for c in range(11)]
+    shapes["clique_chain"] = chain
+    # a 200-vertex path with shuffled ids, written sloppily: its labels are still apart after phase 1
+    ids = list(range(7000, 7200))
+    rnd.shuffle(ids)
+    shapes["long_messy_path"] = messy([(ids[i], ids[i + 1]) for i in range(199)], 5)
+    # one huge component: a random tree on 400 vertices plus some chords
+    tree = [(6000 + i, 6000 + rnd.randrange(0, i)) for i in range(1, 400)]
+    shapes["huge"] = tree + [(6000 + rnd.randrange(400), 6000 + rnd.randrange(400)) for _ in range(60)]
+    return shapes
+
+
 @pytest.mark.spark
-def test_connected_components_random_graph_and_long_path(tmp_path, spark):
-    # a sparse random graph (several components, isolated pairs) and a 150-vertex path whose
+def test_connected_components_in_logarithmic_rounds_on_many_shapes(tmp_path, spark):
+    """stdlib's connected_components (16 rounds of min-label, then large-star / small-star) = networkx on
+    graphs of every shape, and its rounds on a 1,000-vertex path stay logarithmic: at most 4 * log2(n) + 4
+    (min-label needs ~n)."""
+    shapes = graph_shapes()
+    everything = [e for edges in shapes.values() for e in edges]
+    n = 1000
+    ids = list(range(1, n + 1))
+    random.Random(11).shuffle(ids)
+    path = [(ids[i], ids[i + 1]) for i in range(n - 1)]
+    job, out = run_program(tmp_path, spark, """
+from "stdlib:graph" import connected_components
+source shapes = read csv("data/shapes.csv", header = true) schema (src: long, dst: long)
+source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
+sink shapes | connected_components() -> csv("out/shapes", header = true)
+sink connected_components(path) -> csv("out/path", header = true)
+""", {"shapes": (["src", "dst"], everything), "path": (["src", "dst"], path)})
+    got = out("shapes", int, int)
+    assert len(got) == len(set(got)), "duplicate rows"
+    got = dict(got)
+    for name, edges in shapes.items():
+        vertices = {v for e in edges for v in e}
+        assert {v: got.get(v) for v in vertices} == reference.connected_components(edges), name
+    assert set(got) == {v for e in everything for v in e}
+    got = dict(out("path", int, int))
+    assert got == {v: 1 for v in range(1, n + 1)}
+    # each call runs two loops, `near` (min-label, at most 16 rounds) and `lsss` (large-star/small-star)
+    calls = Counter()
+    for r in job.report["rounds"]:
+        calls[r["scope"].rsplit("_", 1)[0]] += 1
+    scopes = {r["scope"] for r in job.report["rounds"]}
+    assert len(calls) == 2 and len(scopes) == 4, scopes
+    path_rounds = max(calls.values())
+    assert 17 <= path_rounds <= 4 * math.log2(n) + 4, calls
+
+
+@pytest.mark.spark
+def test_min_label_components_random_graph_and_long_path(tmp_path, spark):
+    # a sparse random graph (several components, isolated pairs) and a PATH_LEN-vertex path whose
     # edges point towards the smallest id (direction must not matter)
     sparse = random_graph(1, 120, 80) + [(500, 501), (503, 502)]
     path = [(i + 1, i) for i in range(1, PATH_LEN)]
     job, out = run_program(tmp_path, spark, """
-from "stdlib:graph" import connected_components
+from "stdlib:graph" import min_label_components
 source sparse = read csv("data/sparse.csv", header = true) schema (src: long, dst: long)
 source path = read csv("data/path.csv", header = true) schema (src: long, dst: long)
-sink sparse | connected_components() -> csv("out/sparse", header = true)
-sink connected_components(path) -> csv("out/path", header = true)
+sink sparse | min_label_components() -> csv("out/sparse", header = true)
+sink min_label_components(path) -> csv("out/path", header = true)
 """, {"sparse": (["src", "dst"], sparse), "path": (["src", "dst"], path)})
     got = out("sparse", int, int)
     assert len(got) == len(set(got)), "duplicate rows"
