@@ -34,19 +34,6 @@ def test_connected_components(spark, example_copy):
     assert job.report["loops"]["cc"]["activations"] == 1
 
 
-@pytest.mark.soak
-def test_connected_components_long_path_needs_hundreds_of_rounds(spark, example_copy):
-    flow = example_copy("connected_components.flow")
-    job = run_file(flow, spark=spark, params={"edges_path": "data/long_path.csv"})
-    got = rows(os.path.join(os.path.dirname(flow), "out/components"), int, int)
-    edges = reference.read_csv_rows(os.path.join(DATA, "long_path.csv"), (int, int))
-    assert dict(got) == reference.connected_components(edges)
-    assert len(got) == 400
-    rounds = [r for r in job.report["rounds"] if r["scope"] == "cc"]
-    assert len(rounds) >= 399  # the label of vertex 1 walks the whole path
-    assert job.report["attempts"][-1]["decision"] == "no-feedback"
-
-
 def test_sssp(spark, example_copy):
     flow = example_copy("sssp.flow")
     run_file(flow, spark=spark)
