@@ -238,7 +238,7 @@ def _committed(ck) -> bool:
 @pytest.mark.spark
 def test_ctrl_c_says_one_line_exits_130_and_the_run_resumes_exactly(run_cli, tmp_path):
     (cc,) = copy_examples(tmp_path, "connected_components.flow")
-    order = list(range(1, 120))  # a path: ~120 rounds, a snapshot every 2
+    order = list(range(1, 60))  # a path: ~60 rounds, a snapshot every 2
     random.Random(7).shuffle(order)
     (tmp_path / "path.csv").write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in order))
     ck = str(tmp_path / "ck")
