@@ -110,6 +110,13 @@ def graph_shapes() -> dict:
     ids = list(range(7000, 7200))
     rnd.shuffle(ids)
     shapes["long_messy_path"] = messy([(ids[i], ids[i + 1]) for i in range(199)], 5)
+    # many labels still apart after phase 1, for large-star / small-star to rewire: a 300-vertex path with
+    # its ids in path order (~285 labels left) and a 20 x 20 grid with shuffled ids (diameter 38)
+    shapes["ordered_path"] = [(8000 + i, 8001 + i) for i in range(299)]
+    ids = list(range(9000, 9400))
+    rnd.shuffle(ids)
+    shapes["grid"] = [(ids[20 * r + c], ids[20 * r + c + 1]) for r in range(20) for c in range(19)] + \
+                     [(ids[20 * r + c], ids[20 * r + c + 20]) for r in range(19) for c in range(20)]
     # one huge component: a random tree on 400 vertices plus some chords
     tree = [(6000 + i, 6000 + rnd.randrange(0, i)) for i in range(1, 400)]
     shapes["huge"] = tree + [(6000 + rnd.randrange(400), 6000 + rnd.randrange(400)) for _ in range(60)]
@@ -135,22 +142,22 @@ sink shapes | connected_components() -> csv("out/shapes", header = true)
 sink connected_components(path) -> csv("out/path", header = true)
 """, {"shapes": (["src", "dst"], everything), "path": (["src", "dst"], path)})
     got = out("shapes", int, int)
-    assert len(got) == len(set(got)), "duplicate rows"
+    assert len({v for v, _ in got}) == len(got), "a vertex with several rows"
     got = dict(got)
     for name, edges in shapes.items():
         vertices = {v for e in edges for v in e}
         assert {v: got.get(v) for v in vertices} == reference.connected_components(edges), name
     assert set(got) == {v for e in everything for v in e}
-    got = dict(out("path", int, int))
-    assert got == {v: 1 for v in range(1, n + 1)}
-    # each call runs two loops, `near` (min-label, at most 16 rounds) and `lsss` (large-star/small-star)
-    calls = Counter()
-    for r in job.report["rounds"]:
-        calls[r["scope"].rsplit("_", 1)[0]] += 1
-    scopes = {r["scope"] for r in job.report["rounds"]}
-    assert len(calls) == 2 and len(scopes) == 4, scopes
-    path_rounds = max(calls.values())
-    assert 17 <= path_rounds <= 4 * math.log2(n) + 4, calls
+    got = out("path", int, int)
+    assert sorted(got) == [(v, 1) for v in range(1, n + 1)]
+    # each call runs two loops, `near` (min-label, at most 16 rounds) and `lsss` (large-star/small-star);
+    # the second call is the path's
+    loops = Counter(r["scope"] for r in job.report["rounds"])
+    assert set(loops) == {f"connected_components{c}_{loop}" for c in ("", "2") for loop in ("near", "lsss")}, loops
+    assert loops["connected_components2_near"] == 16  # stopped by `max 16`: a path of 1,000 is far longer
+    assert loops["connected_components2_lsss"] >= 3  # its labels were rewired, not found done
+    path_rounds = loops["connected_components2_near"] + loops["connected_components2_lsss"]
+    assert path_rounds <= 4 * math.log2(n) + 4, loops
 
 
 @pytest.mark.spark
@@ -167,13 +174,13 @@ sink sparse | min_label_components() -> csv("out/sparse", header = true)
 sink min_label_components(path) -> csv("out/path", header = true)
 """, {"sparse": (["src", "dst"], sparse), "path": (["src", "dst"], path)})
     got = out("sparse", int, int)
-    assert len(got) == len(set(got)), "duplicate rows"
+    assert len({v for v, _ in got}) == len(got), "a vertex with several rows"
     assert dict(got) == reference.connected_components(sparse)
     got = out("path", int, int)
     assert dict(got) == reference.connected_components(path) == {v: 1 for v in range(1, PATH_LEN + 1)}
     assert len(got) == PATH_LEN
-    # the two calls expand into two loops; the path's needs about one round per vertex
-    assert max(len(rounds_of(job, "_cc")), len(rounds_of(job, "cc2_cc"))) >= PATH_LEN - 1
+    # the two calls expand into two loops; the path's (the second) needs about one round per vertex
+    assert len(rounds_of(job, "min_label_components2_cc")) >= PATH_LEN - 1
 
 
 @pytest.mark.spark
