@@ -68,16 +68,25 @@ sink edges | connected_components() -> csv("out/components", header = true)
 # CSV, runs connected components and writes `out_dir` as CSV (id,label, header). Time is measured outside.
 
 
-def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: float, info: dict):
+def _run_flow(spark, text: str, edges_csv: str, out_dir: str):
+    """Run the pipeline `text` (its sink: out/components) from WORK (out_dir is WORK/out/components, where the
+    sink lands) with `edges_path` pointed at the graph; return its job."""
     from scopeflow.api import run_file
 
-    work = os.path.dirname(os.path.dirname(out_dir))  # out_dir is WORK/out/components
-    flow = os.path.join(work, "connected_components.flow")
-    shutil.copy(CC_FLOW, flow)
+    work = os.path.dirname(os.path.dirname(out_dir))
+    flow = os.path.join(work, "pipeline.flow")
+    with open(flow, "w") as fh:
+        fh.write(text)
     job = run_file(flow, spark=spark, params={"edges_path": edges_csv})
     produced = os.path.join(work, "out", "components")
     if os.path.abspath(produced) != os.path.abspath(out_dir):
         shutil.move(produced, out_dir)
+    return job
+
+
+def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: float, info: dict):
+    with open(CC_FLOW, encoding="utf-8") as fh:
+        job = _run_flow(spark, fh.read(), edges_csv, out_dir)
     rounds = [r for r in job.report["rounds"] if r["scope"] == "cc"]
     info["report_rounds"] = rounds
     info["snapshots"] = len(job.report.get("snapshots") or [])
@@ -86,20 +95,9 @@ def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: 
 
 def cc_stdlib(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: float, info: dict):
     """`stdlib:graph`'s connected_components: up to 16 rounds of min-label propagation, then
-    large-star / small-star over the labels still apart (O(log n) rounds)."""
-    from scopeflow.api import run_file
-
-    work = os.path.dirname(os.path.dirname(out_dir))
-    flow = os.path.join(work, "stdlib_cc.flow")
-    with open(flow, "w") as fh:
-        fh.write(STDLIB_FLOW)
-    job = run_file(flow, spark=spark, params={"edges_path": edges_csv})
-    produced = os.path.join(work, "out", "components")
-    if os.path.abspath(produced) != os.path.abspath(out_dir):
-        shutil.move(produced, out_dir)
+    large-star / small-star over the labels still apart (O(log n) rounds). Its rounds: both loops'."""
+    job = _run_flow(spark, STDLIB_FLOW, edges_csv, out_dir)
     info["report_rounds"] = job.report["rounds"]
-    info["loops"] = {scope: len([r for r in job.report["rounds"] if r["scope"] == scope])
-                     for scope in dict.fromkeys(r["scope"] for r in job.report["rounds"])}
     return len(job.report["rounds"]), False
 
 
