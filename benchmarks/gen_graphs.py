@@ -12,9 +12,22 @@
   each): ~50k edges in total, so every round has some volume, yet only the few
   vertices reached by the walking label change per round late in the run.
 
-Both are written shuffled, without self-loops or duplicate edges.
+Both are written shuffled, without self-loops or duplicate edges, as `cc_<name>.csv`.
 
-    python benchmarks/gen_graphs.py [--out benchmarks/data] [--only random|path]
+For the SSSP and PageRank benchmark (bench_kernels.py), weighted directed graphs
+(`kernels_<name>.csv`: `src,dst,w`; w in [1.00, 10.99], a function of the edge):
+
+- ``random``: the edges of ``random`` above, each read as one arc as written
+  (random orientation).
+- ``rmat``: R-MAT (Chakrabarti et al. 2004; Graph500's probabilities a, b, c =
+  0.57, 0.19, 0.19) on 2^18 vertex ids, 1,000,000 distinct arcs without
+  self-loops: a power law, a few hubs of thousands of arcs, many isolated ids.
+  Ids are a random permutation of 1..2^18.
+- ``chain``: 128 cliques of 13 vertices in a row, clique k's last vertex
+  linked to clique k+1's first (10,111 edges, each as two arcs): SSSP from
+  vertex 1 needs 255+ rounds.
+
+    python benchmarks/gen_graphs.py [--out benchmarks/data] [--only random|path|rmat|chain]
 """
 from __future__ import annotations
 
@@ -34,6 +47,13 @@ PATH_LENGTH = 400
 PATH_TREE = 50  # vertices of the tree hanging off each path vertex
 PATH_FOREST = 2_700  # separate trees
 PATH_FOREST_TREE = 12
+
+RMAT_SCALE = 18
+RMAT_ARCS = 1_000_000
+RMAT_PROBS = (0.57, 0.19, 0.19)  # a, b, c; d = 1 - a - b - c
+
+CHAIN_CLIQUES = 128
+CHAIN_CLIQUE = 13
 
 
 def random_graph(seed: int = SEED) -> list[tuple[int, int]]:
@@ -96,6 +116,51 @@ def path_graph(seed: int = SEED) -> list[tuple[int, int]]:
     return edges
 
 
+def rmat_graph(seed: int = SEED, scale: int = RMAT_SCALE, arcs: int = RMAT_ARCS,
+               probs: tuple = RMAT_PROBS) -> list[tuple[int, int]]:
+    """`arcs` distinct R-MAT arcs (no self-loops) over ids 1..2^scale, in random order."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 2)
+    a, b, c = probs
+    n = 1 << scale
+    keys = np.empty(0, dtype=np.int64)
+    while len(keys) < arcs:
+        batch = int((arcs - len(keys)) * 1.3) + 1000
+        src = np.zeros(batch, dtype=np.int64)
+        dst = np.zeros(batch, dtype=np.int64)
+        for _ in range(scale):  # one quadrant per level: a = (0,0), b = (0,1), c = (1,0), d = (1,1)
+            u = rng.random(batch)
+            src = (src << 1) | (u >= a + b)
+            dst = (dst << 1) | (((u >= a) & (u < a + b)) | (u >= a + b + c))
+        new = src * n + dst
+        keys = np.unique(np.concatenate([keys, new[src != dst]]))
+    keys = rng.permutation(keys)[:arcs]
+    ids = rng.permutation(n) + 1  # id of generator vertex k
+    src, dst = ids[keys // n], ids[keys % n]
+    return list(zip(src.tolist(), dst.tolist()))
+
+
+def chain_graph(cliques: int = CHAIN_CLIQUES, size: int = CHAIN_CLIQUE, seed: int = SEED) -> list[tuple[int, int]]:
+    """`cliques` cliques of `size` vertices in a row (clique k: ids k*size+1 .. k*size+size), clique k's
+    last vertex linked to clique k+1's first; every edge as two arcs, in random order."""
+    edges = []
+    for k in range(cliques):
+        first = k * size + 1
+        members = range(first, first + size)
+        edges += [(u, v) for u in members for v in members if u < v]
+        if k + 1 < cliques:
+            edges.append((first + size - 1, first + size))
+    arcs = edges + [(v, u) for u, v in edges]
+    random.Random(seed + 3).shuffle(arcs)
+    return arcs
+
+
+def weight(src: int, dst: int) -> float:
+    """The weight of arc src -> dst: 1.00 .. 10.99, a function of the arc (deterministic)."""
+    return 1 + ((src * 7919 + dst * 104729) % 1000) / 100
+
+
 def write_csv(path: str, edges: list[tuple[int, int]]) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
@@ -106,7 +171,18 @@ def write_csv(path: str, edges: list[tuple[int, int]]) -> str:
     return path
 
 
+def write_weighted_csv(path: str, arcs: list[tuple[int, int]]) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("src,dst,w\n")
+        fh.writelines(f"{a},{b},{weight(a, b)!r}\n" for a, b in arcs)
+    os.replace(tmp, path)
+    return path
+
+
 GRAPHS = {"random": random_graph, "path": path_graph}
+KERNEL_GRAPHS = {"random": random_graph, "rmat": rmat_graph, "chain": chain_graph}
 
 
 def ensure(name: str, folder: str = DEFAULT_DIR) -> str:
@@ -117,16 +193,33 @@ def ensure(name: str, folder: str = DEFAULT_DIR) -> str:
     return path
 
 
+def ensure_weighted(name: str, folder: str = DEFAULT_DIR) -> str:
+    """The weighted CSV (src,dst,w) of kernel graph `name`, generated if missing."""
+    path = os.path.join(folder, f"kernels_{name}.csv")
+    if not os.path.exists(path):
+        write_weighted_csv(path, KERNEL_GRAPHS[name]())
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=DEFAULT_DIR, help="output folder")
-    ap.add_argument("--only", choices=sorted(GRAPHS))
+    ap.add_argument("--only", choices=sorted(set(GRAPHS) | set(KERNEL_GRAPHS)))
     args = ap.parse_args()
     for name in [args.only] if args.only else GRAPHS:
+        if name not in GRAPHS:
+            continue
         edges = GRAPHS[name]()
         path = write_csv(os.path.join(args.out, f"cc_{name}.csv"), edges)
         vertices = len({v for e in edges for v in e})
         print(f"wrote {path}: {len(edges):,} edges, {vertices:,} vertices")
+    for name in [args.only] if args.only else KERNEL_GRAPHS:
+        if name not in KERNEL_GRAPHS:
+            continue
+        arcs = KERNEL_GRAPHS[name]()
+        path = write_weighted_csv(os.path.join(args.out, f"kernels_{name}.csv"), arcs)
+        vertices = len({v for e in arcs for v in e})
+        print(f"wrote {path}: {len(arcs):,} arcs, {vertices:,} vertices")
 
 
 if __name__ == "__main__":
