@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     MAX = 3  # a loop hit `max` rounds
     RUNTIME = 4  # Spark, the file system or a user's function failed
     SNAPSHOT = 5  # `--resume` refused a snapshot
+    VALIDATION = 6  # `scopeflow graphalytics --validate`: the output differs from the expected one
     INTERRUPTED = 130  # Ctrl-C (SIGINT); snapshots taken so far stay resumable
 
 
@@ -33,6 +34,7 @@ EXIT_CODES = {
     ExitCode.RUNTIME: "a run-time failure: Spark, the file system or a Python function (or a bug of scopeflow)",
     ExitCode.SNAPSHOT: "a snapshot or checkpoint was refused (`--resume`, or a streaming checkpoint: changed plan "
                        "or inputs, another pipeline's)",
+    ExitCode.VALIDATION: "`graphalytics --validate`: the output differs from the expected output (LDBC's rules)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); the snapshots taken so far stay resumable",
 }
 

@@ -274,7 +274,13 @@ def cmd_cluster(args) -> int:
     return cli(args)
 
 
-COMMANDS = "check explain compile run show graph cluster docs".split()
+def cmd_graphalytics(args) -> int:
+    from scopeflow.graphalytics import cmd_graphalytics as run
+
+    return run(args)
+
+
+COMMANDS = "check explain compile run show graph cluster graphalytics docs".split()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -338,6 +344,15 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--connect", action="store_true", help="also start a Spark Connect server on the cluster")
     cl.add_argument("--timeout", type=float, default=180, help="seconds to wait for registration (default 180)")
     cl.add_argument("--json", action="store_true", help="status as JSON")
+
+    from scopeflow.graphalytics import add_arguments as graphalytics_arguments
+
+    ga = command("graphalytics", "run an LDBC Graphalytics kernel on a data set in LDBC's layout", cmd_graphalytics,
+                 "Run one LDBC Graphalytics kernel (stdlib:graphalytics) on a data set in LDBC's layout "
+                 "(NAME.properties, NAME.v, NAME.e) and write LDBC's output format, `vertex value` per line; "
+                 "--validate compares it with an expected output under LDBC's rules. Takes the options of "
+                 "`run`. See docs/cli.md#graphalytics.")
+    graphalytics_arguments(ga)
 
     command("docs", "print the builtin function reference (Markdown)", cmd_docs)
     return p

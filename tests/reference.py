@@ -149,3 +149,140 @@ def triangles(edges):
     g.add_nodes_from(v for e in edges for v in e)
     g.add_edges_from((u, v) for u, v in edges if u != v)
     return dict(nx.triangles(g))
+
+
+# ---- LDBC Graphalytics (stdlib/graphalytics.flow) ------------------------------------------------
+# Plain Python, written from the pseudo-code of the LDBC Graphalytics specification (arXiv 2011.15028,
+# appendix "Pseudo-code for Algorithms"), on the simple graph it defines: E is a set of pairs of
+# distinct vertices, and an undirected edge {u, v} is the two arcs (u, v) and (v, u). So self-loops are
+# dropped and parallel edges count once (in SSSP the cheapest). `vertices` lists every vertex.
+
+GA_INFINITY = 9223372036854775807
+
+
+def _ga_arcs(edges, directed):
+    arcs = set()
+    for u, v, *_ in edges:
+        if u != v:
+            arcs.add((u, v))
+            if not directed:
+                arcs.add((v, u))
+    return arcs
+
+
+def _ga_adjacency(vertices, arcs):
+    out = {v: set() for v in vertices}
+    inn = {v: set() for v in vertices}
+    for u, v in arcs:
+        out[u].add(v)
+        inn[v].add(u)
+    return out, inn
+
+
+def ga_bfs(vertices, edges, source, directed=True):
+    """{vertex: depth from source}, GA_INFINITY when unreachable (a FIFO queue)."""
+    out, _ = _ga_adjacency(vertices, _ga_arcs(edges, directed))
+    depth = {v: GA_INFINITY for v in vertices}
+    if source in depth:
+        depth[source] = 0
+        queue = deque([source])
+        while queue:
+            v = queue.popleft()
+            for u in sorted(out[v]):
+                if depth[u] == GA_INFINITY:
+                    depth[u] = depth[v] + 1
+                    queue.append(u)
+    return depth
+
+
+def ga_pagerank(vertices, edges, iterations, damping, directed=True):
+    """{vertex: PR_iterations}: PR_0 = 1/|V|; each iteration (1-d)/|V| + d * sum of PR(u)/outdeg(u) over
+    the in-neighbours u + d/|V| * the rank of the vertices with no out-neighbour."""
+    out, inn = _ga_adjacency(vertices, _ga_arcs(edges, directed))
+    n = len(vertices)
+    rank = {v: 1.0 / n for v in vertices}
+    for _ in range(iterations):
+        sink_sum = sum(rank[w] for w in vertices if not out[w])
+        rank = {v: (1 - damping) / n + damping * sum(rank[u] / len(out[u]) for u in inn[v]) + damping / n * sink_sum
+                for v in vertices}
+    return rank
+
+
+def ga_wcc(vertices, edges):
+    """{vertex: smallest vertex id of its weakly connected component} (repeated min over in- and
+    out-neighbours until nothing changes)."""
+    out, inn = _ga_adjacency(vertices, _ga_arcs(edges, True))
+    comp = {v: v for v in vertices}
+    converged = False
+    while not converged:
+        converged = True
+        for v in vertices:
+            for u in inn[v] | out[v]:
+                if comp[v] > comp[u]:
+                    comp[v] = comp[u]
+                    converged = False
+    return comp
+
+
+def ga_cdlp(vertices, edges, iterations, directed=True):
+    """{vertex: label after `iterations` synchronous rounds}: the most frequent label over the in-neighbours
+    and the out-neighbours (directed: a neighbour over both counts twice), ties to the smallest, no
+    neighbour: keep the label."""
+    out, inn = _ga_adjacency(vertices, _ga_arcs(edges, directed))
+    labels = {v: v for v in vertices}
+    for _ in range(iterations):
+        new = {}
+        for v in vertices:
+            hist = defaultdict(int)
+            # undirected: N_in(v) = N_out(v) = N(v), so the pseudo-code counts every neighbour twice,
+            # which does not change the winner; count it once
+            for u in (list(inn[v]) + list(out[v])) if directed else out[v]:
+                hist[labels[u]] += 1
+            if hist:
+                top = max(hist.values())
+                new[v] = min(label for label, c in hist.items() if c == top)
+            else:
+                new[v] = labels[v]
+        labels = new
+    return labels
+
+
+def ga_lcc(vertices, edges, directed=True):
+    """{vertex: t / (d (d-1))}: N(v) = in- and out-neighbours as a set, d = |N(v)|, t = the arcs (u, w) with u,
+    w in N(v); 0.0 when d < 2 (undirected: an edge is two arcs, so this is triangles / (d (d-1) / 2))."""
+    arcs = _ga_arcs(edges, directed)
+    out, inn = _ga_adjacency(vertices, arcs)
+    lcc = {}
+    for v in vertices:
+        nb = inn[v] | out[v]
+        d = len(nb)
+        lcc[v] = 0.0 if d < 2 else sum(1 for u in nb for w in nb if (u, w) in arcs) / (d * (d - 1))
+    return lcc
+
+
+def ga_sssp(vertices, wedges, source, directed=True):
+    """{vertex: shortest distance from source}, inf when unreachable (Dijkstra with a heap; parallel edges:
+    the cheapest)."""
+    import heapq
+
+    weight = {}
+    for u, v, w in wedges:
+        for a, b in ((u, v),) if directed else ((u, v), (v, u)):
+            if a != b:
+                weight[a, b] = min(float(w), weight.get((a, b), float("inf")))
+    out = defaultdict(list)
+    for (a, b), w in weight.items():
+        out[a].append((b, w))
+    dist = {v: float("inf") for v in vertices}
+    if source in dist:
+        dist[source] = 0.0
+        heap = [(0.0, source)]
+        while heap:
+            d, v = heapq.heappop(heap)
+            if d > dist[v]:
+                continue
+            for u, w in out[v]:
+                if dist[u] > d + w:
+                    dist[u] = d + w
+                    heapq.heappush(heap, (dist[u], u))
+    return dist

@@ -105,7 +105,7 @@ def test_cli_md_documents_every_command_and_flag():
     for name, command in sub.choices.items():
         assert name in sections, f"command `{name}` has no section"
         section = sections[name]
-        if name in ("compile", "show"):  # the generated script and `show` take the flags of `run`, documented there
+        if name in ("compile", "show", "graphalytics"):  # the generated script, `show` and `graphalytics` take `run`'s flags
             section += sections["run"]
         for action in command._actions:
             for flag in action.option_strings:
@@ -121,10 +121,12 @@ def test_cli_md_documents_every_command_and_flag():
         assert f"| {int(code)} |" in text, f"exit code {int(code)}"
 
 
-def stdlib_defs() -> dict[str, str]:
-    """def name -> the comment block right above it, for every stdlib module."""
+def stdlib_defs() -> dict[tuple[str, str], str]:
+    """(module, def name) -> the comment block right above it, for every stdlib module (two modules may
+    define a def of the same name: stdlib:graph's and stdlib:graphalytics' pagerank)."""
     out = {}
     for path in glob.glob(os.path.join(ROOT, "stdlib", "*.flow")):
+        module = os.path.basename(path)[:-len(".flow")]
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
         for i, line in enumerate(lines):
@@ -133,17 +135,17 @@ def stdlib_defs() -> dict[str, str]:
                 j = i
                 while j > 0 and lines[j - 1].startswith("#"):
                     j -= 1
-                out[m.group(1)] = "\n".join(lines[j:i])
+                out[module, m.group(1)] = "\n".join(lines[j:i])
     return out
 
 
 def test_every_stdlib_def_is_documented_in_place_and_in_stdlib_md():
     defs = stdlib_defs()
     assert {"connected_components", "sssp", "pagerank", "kcore", "reachability", "triangle_count",
-            "kmeans"} <= set(defs)
+            "kmeans"} <= {name for _, name in defs}
     with open(os.path.join(DOCS, "stdlib.md"), encoding="utf-8") as fh:
         text = fh.read()
-    for name, comment in defs.items():
+    for (_, name), comment in defs.items():
         for word in ("input", "output", "example"):
             assert word in comment, f"the comment above `def {name}` lacks its {word}"
         assert f"### {name}" in text, f"docs/stdlib.md has no section for `{name}`"
@@ -154,10 +156,10 @@ def test_stdlib_comments_state_the_real_input_and_output_schemas():
     for path in glob.glob(os.path.join(ROOT, "stdlib", "*.flow")):
         with open(path, encoding="utf-8") as fh:
             source = fh.read()
-        for name, comment in stdlib_defs().items():
+        for (module, name), comment in stdlib_defs().items():
+            if module != os.path.basename(path)[:-len(".flow")]:
+                continue  # defined in another module
             m = re.search(rf"^def {name}\((.*?)\)\s*{{", source, flags=re.M | re.S)
-            if not m:
-                continue  # defined in the other module
             params = split_top_level(" ".join(m.group(1).split()))
             block = comment[comment.index("input"):comment.index("output")]
             declared = [" ".join(ln.lstrip("#").replace("input", "", 1).split()) for ln in block.splitlines()]
@@ -173,7 +175,7 @@ def test_stdlib_comments_state_the_real_input_and_output_schemas():
 
 def test_stdlib_comment_examples_check_clean():
     """The example in each def's comment is a whole program (given docs/data-like inputs)."""
-    for name, comment in stdlib_defs().items():
+    for (_, name), comment in stdlib_defs().items():
         body = comment[comment.index("example:"):].split("\n", 1)[1]
         program = "\n".join(ln[1:].strip() for ln in body.splitlines() if ln.startswith("#"))
         result = check_flow(program, f"stdlib example of {name}", os.path.join(ROOT, "examples"))
