@@ -180,15 +180,16 @@ def _snapshot_options(args) -> SnapshotOptions:
                            getattr(args, "no_snapshots", False))
 
 
-def run_with_arguments(module, args) -> int:
-    """Run a generated module with parsed run arguments (`add_run_arguments`); return the exit code."""
+def run_with_arguments(module, args, spark=None) -> int:
+    """Run a generated module with parsed run arguments (`add_run_arguments`); return the exit code. `spark`: a
+    session to run in (else one is made from the arguments, as `scopeflow run` does)."""
     try:
         params = parse_params(module.PARAMS, args.param)
         conf = parse_conf(args.conf)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    code, _ = execute(module, params=params, master=args.master, remote=args.remote, conf=conf, quiet=args.quiet,
+    code, _ = execute(module, params=params, spark=spark, master=args.master, remote=args.remote, conf=conf, quiet=args.quiet,
                       trace=args.trace, verbose=args.verbose, report=args.report, snapshots=_snapshot_options(args),
                       base_dir=getattr(args, "base_dir", None),
                       stream=StreamOptions(getattr(args, "trigger", None), getattr(args, "full_refresh", False)))

@@ -35,7 +35,7 @@ def copy_examples(tmp_path, *names):
 def test_bare_scopeflow_prints_help_and_version_works(run_cli):
     bare = run_cli()
     assert bare.returncode == 0
-    for command in ("check", "explain", "compile", "run", "show", "graph", "cluster", "docs"):
+    for command in ("check", "explain", "compile", "run", "show", "graph", "cluster", "graphalytics", "docs"):
         assert re.search(rf"^\s+{command}\s+\S", bare.stdout, re.M), f"no one-line description of {command}"
     assert "exit codes:" in bare.stdout and "130" in bare.stdout
     assert run_cli("-h").returncode == 0
@@ -45,7 +45,7 @@ def test_bare_scopeflow_prints_help_and_version_works(run_cli):
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
-@pytest.mark.parametrize("command", ["check", "explain", "compile", "run", "show", "graph", "cluster", "docs"])
+@pytest.mark.parametrize("command", ["check", "explain", "compile", "run", "show", "graph", "cluster", "graphalytics", "docs"])
 def test_every_argument_has_a_help_text(run_cli, command):
     out = run_cli(command, "--help")
     assert out.returncode == 0

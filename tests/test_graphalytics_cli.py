@@ -49,19 +49,25 @@ def test_a_run_writes_ldbc_output_and_validates_it(tmp_path, run_cli):
 
 
 @pytest.mark.spark
-def test_a_wrong_expected_output_exits_6_and_names_the_vertex(tmp_path, run_cli):
+def test_a_wrong_expected_output_exits_6_and_names_the_vertex(tmp_path, spark, capsys, monkeypatch):
     """LCC on LDBC's undirected example against an expected file with one value changed by 1 %: exit 6, the
-    vertex named; the output is kept and is LDBC's (default name NAME-LCC in the current folder)."""
+    vertex named; the output is kept and is LDBC's (default name NAME-LCC in the current folder). Run in this
+    process, on the tests' session (the command itself is run as a process above)."""
+    from scopeflow.cli import parser
+    from scopeflow.graphalytics import cmd_graphalytics
+
     folder = copy_dataset(tmp_path, "example-undirected")
     right = values(os.path.join(EXAMPLE, "example-undirected-LCC"), float)
     vertex = next(v for v, x in sorted(right.items()) if x > 0)
     wrong = {**right, vertex: right[vertex] * 1.01}
     bad = tmp_path / "bad-LCC"
     bad.write_text("".join(f"{v} {x!r}\n" for v, x in wrong.items()))
-    proc = run_cli("graphalytics", str(folder), "-a", "lcc", "--validate", str(bad), "--quiet", cwd=str(tmp_path))
-    assert proc.returncode == 6, proc.stderr
-    assert "validation failed" in proc.stderr and f"vertex {vertex}:" in proc.stderr
-    assert f"1 of {len(right)} values differ" in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    args = parser().parse_args(["graphalytics", str(folder), "-a", "lcc", "--validate", str(bad), "--quiet"])
+    assert cmd_graphalytics(args, spark=spark) == 6
+    err = capsys.readouterr().err
+    assert "validation failed" in err and f"vertex {vertex}:" in err
+    assert f"1 of {len(right)} values differ" in err
     got = values(tmp_path / "example-undirected-LCC", float)
     assert got.keys() == right.keys() and all(abs(got[v] - x) <= 1e-4 * abs(x) for v, x in right.items())
 
@@ -97,6 +103,19 @@ def test_the_generated_pipelines_check_clean(algorithm, name, tmp_path):
     result = check_flow(text, str(tmp_path / "p.flow"), str(tmp_path))
     assert not result.errors, [d.render() for d in result.errors]
     assert f"directed: boolean = {str(name.endswith('-directed')).lower()}" in text
+    # each algorithm's parameters, from its own keys (LDBC's example: PR 2 iterations at 0.85, CDLP 2, sources)
+    props = read_properties(os.path.join(EXAMPLE, name + ".properties"))
+    key = f"graph.{name}."
+    wanted = {"bfs": [f"param source: long = {props[key + 'bfs.source-vertex']}"],
+              "sssp": [f"param source: long = {props[key + 'sssp.source-vertex']}", "w = cast(weight as double)"],
+              "cdlp": [f"param iterations: long = {props[key + 'cdlp.max-iterations']}"],
+              "pr": [f"param iterations: long = {props[key + 'pr.num-iterations']}",
+                     f"param damping: double = {float(props[key + 'pr.damping-factor'])!r}"],
+              "lcc": [], "wcc": []}[algorithm]
+    for line in wanted:
+        assert line in text, (line, text)
+    assert ("param source" in text) == (algorithm in ("bfs", "sssp"))
+    assert ("param iterations" in text) == (algorithm in ("cdlp", "pr"))
 
 
 def test_properties_and_ldbc_rules():
@@ -112,3 +131,16 @@ def test_properties_and_ldbc_rules():
     assert compare("sssp", {1: math.inf}, {1: math.inf}) == [] and compare("sssp", {1: 1e300}, {1: math.inf})
     assert compare("bfs", {1: 3}, {1: 4}) and compare("cdlp", {1: 3, 2: 3}, {1: 3})
     assert "missing" in compare("lcc", {}, {1: 0.0})[0]
+    # LDBC's EpsilonValidationRule: zero-like values match, infinity-like ones match by sign
+    assert compare("lcc", {1: 0.0}, {1: 1e-323}) == [] and compare("pr", {1: 1.797e308}, {1: math.inf}) == []
+    assert compare("sssp", {1: -math.inf}, {1: math.inf}) and compare("lcc", {1: 0.0}, {1: 1e-300})
+
+
+def test_a_missing_expected_file_is_named(tmp_path, capsys):
+    folder = copy_dataset(tmp_path, "example-directed")
+    missing = str(tmp_path / "no-such-expected")
+    assert main(["graphalytics", str(folder), "-a", "wcc", "-o", str(tmp_path / "o"), "--validate", missing]) == 2
+    assert f"{missing}: cannot read it" in capsys.readouterr().err
+    assert main(["graphalytics", str(tmp_path / "x.properties"), "-a", "wcc"]) == 2
+    err = capsys.readouterr().err
+    assert "no such data set" in err and ".properties.properties" not in err
