@@ -280,15 +280,15 @@ def summarise(results: dict, graphs: list, kernels: list) -> tuple[str, dict]:
     return "\n".join(lines + out), ratios
 
 
-def write_section(text: str) -> None:
-    """Put `text` between the section markers in RESULTS.md (appended, after bench_cc's notes mark, the
-    first time), leaving the rest of the file as it is."""
+def write_section(text: str, begin: str = SECTION_BEGIN, end: str = SECTION_END) -> None:
+    """Put `text` between the markers `begin` and `end` in RESULTS.md (appended, after bench_cc's notes
+    mark, the first time), leaving the rest of the file as it is."""
     with open(bench_cc.RESULTS, encoding="utf-8") as fh:
         old = fh.read()
-    block = f"{SECTION_BEGIN}\n{text.rstrip()}\n{SECTION_END}"
-    if SECTION_BEGIN in old and SECTION_END in old:
-        head, rest = old.split(SECTION_BEGIN, 1)
-        new = head + block + rest.split(SECTION_END, 1)[1]
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + block + rest.split(end, 1)[1]
     else:
         if bench_cc.NOTES_MARK not in old:
             old += f"\n{bench_cc.NOTES_MARK}\n"
