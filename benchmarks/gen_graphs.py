@@ -161,24 +161,23 @@ def weight(src: int, dst: int) -> float:
     return 1 + ((src * 7919 + dst * 104729) % 1000) / 100
 
 
-def write_csv(path: str, edges: list[tuple[int, int]]) -> str:
+def _write(path: str, header: str, lines) -> str:
+    """Write `header` and `lines` to `path` (aside first, then renamed: a killed run leaves no half file)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("src,dst\n")
-        fh.writelines(f"{a},{b}\n" for a, b in edges)
+        fh.write(header)
+        fh.writelines(lines)
     os.replace(tmp, path)
     return path
+
+
+def write_csv(path: str, edges: list[tuple[int, int]]) -> str:
+    return _write(path, "src,dst\n", (f"{a},{b}\n" for a, b in edges))
 
 
 def write_weighted_csv(path: str, arcs: list[tuple[int, int]]) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("src,dst,w\n")
-        fh.writelines(f"{a},{b},{weight(a, b)!r}\n" for a, b in arcs)
-    os.replace(tmp, path)
-    return path
+    return _write(path, "src,dst,w\n", (f"{a},{b},{weight(a, b)!r}\n" for a, b in arcs))
 
 
 GRAPHS = {"random": random_graph, "path": path_graph}
