@@ -184,20 +184,26 @@ GRAPHS = {"random": random_graph, "path": path_graph}
 KERNEL_GRAPHS = {"random": random_graph, "rmat": rmat_graph, "chain": chain_graph}
 
 
+# the two sets of files: (file prefix, graphs, writer, what a line is)
+SETS = {"cc": ("cc", GRAPHS, write_csv, "edges"), "kernels": ("kernels", KERNEL_GRAPHS, write_weighted_csv, "arcs")}
+
+
+def _ensure(kind: str, name: str, folder: str) -> str:
+    prefix, graphs, write, _ = SETS[kind]
+    path = os.path.join(folder, f"{prefix}_{name}.csv")
+    if not os.path.exists(path):
+        write(path, graphs[name]())
+    return path
+
+
 def ensure(name: str, folder: str = DEFAULT_DIR) -> str:
     """The CSV of graph `name`, generated if missing (deterministic, so a stale file is still right)."""
-    path = os.path.join(folder, f"cc_{name}.csv")
-    if not os.path.exists(path):
-        write_csv(path, GRAPHS[name]())
-    return path
+    return _ensure("cc", name, folder)
 
 
 def ensure_weighted(name: str, folder: str = DEFAULT_DIR) -> str:
     """The weighted CSV (src,dst,w) of kernel graph `name`, generated if missing."""
-    path = os.path.join(folder, f"kernels_{name}.csv")
-    if not os.path.exists(path):
-        write_weighted_csv(path, KERNEL_GRAPHS[name]())
-    return path
+    return _ensure("kernels", name, folder)
 
 
 def main() -> None:
@@ -205,20 +211,15 @@ def main() -> None:
     ap.add_argument("--out", default=DEFAULT_DIR, help="output folder")
     ap.add_argument("--only", choices=sorted(set(GRAPHS) | set(KERNEL_GRAPHS)))
     args = ap.parse_args()
-    for name in [args.only] if args.only else GRAPHS:
-        if name not in GRAPHS:
-            continue
-        edges = GRAPHS[name]()
-        path = write_csv(os.path.join(args.out, f"cc_{name}.csv"), edges)
-        vertices = len({v for e in edges for v in e})
-        print(f"wrote {path}: {len(edges):,} edges, {vertices:,} vertices")
-    for name in [args.only] if args.only else KERNEL_GRAPHS:
-        if name not in KERNEL_GRAPHS:
-            continue
-        arcs = KERNEL_GRAPHS[name]()
-        path = write_weighted_csv(os.path.join(args.out, f"kernels_{name}.csv"), arcs)
-        vertices = len({v for e in arcs for v in e})
-        print(f"wrote {path}: {len(arcs):,} arcs, {vertices:,} vertices")
+    made: dict = {}  # `random` is in both sets: generated once
+    for prefix, graphs, write, noun in SETS.values():
+        for name in [args.only] if args.only else graphs:
+            if name not in graphs:
+                continue
+            edges = made[graphs[name]] = made.get(graphs[name]) or graphs[name]()
+            path = write(os.path.join(args.out, f"{prefix}_{name}.csv"), edges)
+            vertices = len({v for e in edges for v in e})
+            print(f"wrote {path}: {len(edges):,} {noun}, {vertices:,} vertices")
 
 
 if __name__ == "__main__":
