@@ -31,6 +31,11 @@ ALGORITHMS = {  # LDBC's name -> (stdlib kernel, LDBC's suffix of expected-outpu
 EPSILON = 1e-4  # LDBC's relative error for PR, LCC and SSSP
 
 
+def value_kind(algorithm: str):
+    """How an output value of `algorithm` is read: int for the `long` kernels, float for the others."""
+    return int if ALGORITHMS[algorithm][2] == "long" else float
+
+
 class DatasetError(Exception):
     """A data set the runner cannot use (exit 2): the message names the file and what is wrong."""
 
@@ -258,10 +263,11 @@ def compare(algorithm: str, got: dict, want: dict) -> list[str]:
                                 f"{label_of[a]}, output label {b} with expected label {seen[b]})")
                 break
         return problems
-    same = (lambda x, y: x == y) if ALGORITHMS[algorithm][2] == "long" else _close
+    exact = value_kind(algorithm) is int
+    same = (lambda x, y: x == y) if exact else _close
     bad = [v for v in common if not same(got[v], want[v])]
     if bad:
-        rule = "exactly" if ALGORITHMS[algorithm][2] == "long" else f"within a relative error below {EPSILON:g}"
+        rule = "exactly" if exact else f"within a relative error below {EPSILON:g}"
         shown = "; ".join(f"vertex {v}: {got[v]!r}, expected {want[v]!r}" for v in bad[:5])
         problems.append(f"{len(bad)} of {len(common)} values differ (LDBC's rule for {algorithm}: equal {rule}): {shown}")
     return problems
@@ -291,8 +297,7 @@ def cmd_graphalytics(args, spark=None) -> int:
         listed = [a.strip() for a in ds.props.get(ds.key("algorithms"), "").split(",") if a.strip()]
         expected = None
         if args.validate:
-            kind = int if ALGORITHMS[algorithm][2] == "long" else float
-            expected = read_values(args.validate, kind)  # a bad expected file is told before the run
+            expected = read_values(args.validate, value_kind(algorithm))  # a bad expected file is told before the run
         os.makedirs(os.path.dirname(output), exist_ok=True)
         parts = output + ".parts"
         flow = output + ".flow"
@@ -318,7 +323,7 @@ def cmd_graphalytics(args, spark=None) -> int:
     if expected is None:
         return ExitCode.OK
     try:
-        got = read_values(output, int if ALGORITHMS[algorithm][2] == "long" else float)
+        got = read_values(output, value_kind(algorithm))
     except DatasetError as err:
         return _fail(err)
     problems = compare(algorithm, got, expected)
