@@ -119,13 +119,13 @@ class Harness:
 
 
 def _kill_cc_on_a_path(tmp_path, rng) -> int:
-    """Connected components on a 160-vertex path (edges shuffled): ~160 rounds, a snapshot every 4."""
+    """Connected components on a 100-vertex path (edges shuffled): ~100 rounds, a snapshot every 3."""
     cc = copy_example(tmp_path, "connected_components.flow")
-    write_path_graph(tmp_path / "data" / "path160.csv", 160, seed=11)
-    h = Harness(cc, ["--param", "edges_path=data/path160.csv", "--snapshot-every", "4"], rng, tmp_path / "ck")
+    write_path_graph(tmp_path / "data" / "path100.csv", 100, seed=11)
+    h = Harness(cc, ["--param", "edges_path=data/path100.csv", "--snapshot-every", "3"], rng, tmp_path / "ck")
     h.run(12, most_snapshots=2, faults=["snapshot-write", "sink-commit"])
     got = read_output(str(tmp_path / "out/components"), (int, int))
-    edges = reference.read_csv_rows(str(tmp_path / "data" / "path160.csv"), (int, int))
+    edges = reference.read_csv_rows(str(tmp_path / "data" / "path100.csv"), (int, int))
     assert Counter(got) == Counter(reference.connected_components(edges).items())
     return h.kills
 
@@ -301,13 +301,13 @@ def test_resume_without_snapshot_starts_fresh_and_says_so(tmp_path, run_cli):
 @pytest.mark.parametrize("mode", ["async", "recompute"])
 def test_async_and_recompute_modes_give_the_same_output(tmp_path, mode):
     cc = copy_example(tmp_path, "connected_components.flow")
-    write_path_graph(tmp_path / "data" / "path50.csv", 50, seed=3)  # ~50 rounds: room for a kill after 15
-    args = ["--param", "edges_path=data/path50.csv", "--snapshot-every", "5"]
+    write_path_graph(tmp_path / "data" / "path36.csv", 36, seed=3)  # ~36 rounds: room for a kill after 12
+    args = ["--param", "edges_path=data/path36.csv", "--snapshot-every", "4"]
     args += ["--async-snapshots"] if mode == "async" else ["--snapshot-mode", "recompute"]
     h = Harness(cc, args, random.Random(7), tmp_path / "ck")
     h.run(1, faults=["sink-commit"])  # killed mid-loop, then again while committing the sink
     assert h.kills == 2, "every kill must land before the run completes"
-    edges = reference.read_csv_rows(str(tmp_path / "data" / "path50.csv"), (int, int))
+    edges = reference.read_csv_rows(str(tmp_path / "data" / "path36.csv"), (int, int))
     assert Counter(read_output(str(tmp_path / "out/components"), (int, int))) == \
         Counter(reference.connected_components(edges).items())
 
