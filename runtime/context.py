@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime import failures, jobs
+from scopeflow.runtime import failures, jobs, parallelism
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime import targets
 from scopeflow.runtime.checkpoints import Checkpoints
@@ -25,10 +25,12 @@ from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
 from scopeflow.runtime.interrupts import Interrupts
-from scopeflow.runtime.preflight import flow_dir
 from scopeflow.runtime.loop import Activation, run_activation
+from scopeflow.runtime.parallelism import Parallelism
+from scopeflow.runtime.preflight import flow_dir
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.report import RunReport
+from scopeflow.runtime.round import Pieces
 from scopeflow.runtime.session import jvm_log_path
 from scopeflow.runtime.shipping import prepare
 from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level, value_of
@@ -130,6 +132,7 @@ class RunContext:
         self.diagnostics = diagnostics  # record the size of every round's plans (tests)
         self.run_id = uuid.uuid4().hex[:8]
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        self.loop_partitions = self.partitions  # while a loop runs: its activation's (runtime/parallelism.py)
         self.jvm_metrics = not is_connect(spark)
         self.checkpoints = Checkpoints(spark)
         self.counters = Counters(spark)
@@ -364,7 +367,7 @@ class RunContext:
         the columns the body joins it on (the join then needs no shuffle of the import). `own`: this run
         frees it when it closes (an incremental loop's import pieces outlive the epoch's run)."""
         if keys:  # sorted too: the body's sort-merge joins then need no per-round sort of the import
-            df = df.repartition(self.partitions, *keys).sortWithinPartitions(*keys)
+            df = df.repartition(self.loop_partitions, *keys).sortWithinPartitions(*keys)
         df = df.persist()
         if own:
             self._cached.append(df)
@@ -395,9 +398,10 @@ class RunContext:
             if not self.jvm_metrics:
                 self.note("connect-counters", "per-operator record counts are not available over Spark Connect; "
                           "loop termination uses the feedback and `until` counts, which are")
-            with self._loop_conf(), self.acting(self._loop_action(spec, act)):
+            chosen = self._parallelism(entries, imports) if not self.stack else None
+            with self._loop_conf(chosen), self.acting(self._loop_action(spec, act)):
                 outputs = run_activation(self, spec, body, entries, imports, act)
-            self.report.loop_done(spec.scope, act.number)
+            self.report.loop_done(spec.scope, act.number, chosen)
             if self.epoch is not None and spec.incremental and not self.stack:
                 self.epoch.finished[spec.scope] = act  # its states start the next epoch
         if self.snapshots is not None and not self.stack:
@@ -419,9 +423,25 @@ class RunContext:
             self.progress.trace(f"loop {spec.scope}: restored its outputs from the snapshot")
         return done
 
-    def _loop_conf(self):
-        """The settings loops run with (`LOOP_CONF`), set by the outermost loop and restored after it."""
-        return settings(self.spark, LOOP_CONF if not self.stack else {})
+    def _parallelism(self, entries: dict, imports: dict) -> Parallelism:
+        """The partitions an outermost loop's activation runs in (runtime/parallelism.py)."""
+        frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
+        return parallelism.choose(self.spark, self.partitions, frames)
+
+    @contextmanager
+    def _loop_conf(self, chosen: Optional[Parallelism]):
+        """The settings loops run with (`LOOP_CONF`, and the activation's shuffle partitions), set by the
+        outermost loop and restored after it."""
+        if chosen is None:  # a nested loop: its outermost loop's settings hold
+            yield
+            return
+        values = {**LOOP_CONF, "spark.sql.shuffle.partitions": str(chosen.partitions)}
+        self.loop_partitions = chosen.partitions
+        try:
+            with settings(self.spark, values):
+                yield
+        finally:
+            self.loop_partitions = self.partitions
 
     def round_group(self, scope: str, activation: int, round_no: int) -> str:
         """Tag the Spark jobs of a round so the status tracker can count them."""
@@ -431,6 +451,9 @@ class RunContext:
 
     def jobs_in_group(self, group: str) -> int:
         return jobs.jobs_in_group(self.spark, group)  # -1 over Spark Connect
+
+    def tasks_in_group(self, group: str) -> int:
+        return jobs.tasks_in_group(self.spark, group)  # -1 over Spark Connect
 
     def explain_jobs(self, group: str, recounted: Optional[str]) -> list[str]:
         """Each Spark job of a round's group, and whether the round counted its records again."""

@@ -30,6 +30,22 @@ def jobs_in_group(spark, group: str) -> int:
     return seen
 
 
+def tasks_in_group(spark, group: str) -> int:
+    """The tasks `group`'s jobs ran (completed or failed; none for a stage an earlier job's output
+    stands in for); -1 over Spark Connect. Task ends reach the status tracker through Spark's listener
+    bus, asynchronously: it is drained first (milliseconds; `--report` only)."""
+    if is_connect(spark):
+        return -1
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    except Exception:  # (a timeout: the count says what was seen)
+        pass
+    tracker = spark.sparkContext.statusTracker()
+    stages = [s for job_id in tracker.getJobIdsForGroup(group) for info in [tracker.getJobInfo(job_id)] if info
+              for s in info.stageIds]
+    return sum(st.numCompletedTasks + st.numFailedTasks for st in map(tracker.getStageInfo, stages) if st is not None)
+
+
 def _stage_tasks(spark, st) -> str:
     if not st.numCompletedTasks:  # was it ever submitted? (pyspark's stage info has no submission time)
         info = spark.sparkContext._jsc.sc().statusTracker().getStageInfo(st.stageId)

@@ -135,6 +135,7 @@ class LoopExecutor:
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         counts, op_counts = rnd.materialise(also=tuple(fed.values()))
         spark_jobs = run.jobs_in_group(group)
+        tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round holds only with counts in plans)
         jobs = run.explain_jobs(group, rnd.recounted) if spark_jobs > 1 and run.checkpoints.counted_in_plans else []
         for state in act.states.values():
@@ -152,7 +153,7 @@ class LoopExecutor:
         self.keep_outputs(emit_ck)
         self.release(rnd, variables, fb_ck)
         run.round_done(spec, act.number, RoundRecord(act.round, time.perf_counter() - started, in_flight, op_counts,
-                                                     attempt, spark_jobs, stored, jobs, rnd.plan_size))
+                                                     attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks))
         return attempt, fb_ck, in_flight, fed
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict, raw: dict, fed: dict, fb_ck: dict) -> None:
@@ -273,7 +274,7 @@ def narrowing(run, fb_ck: dict) -> Optional[int]:
     slots = task_slots(run.spark)
     if not slots or not fb_ck or not all(unknown_partitioning(ck) for ck in fb_ck.values()):
         return None
-    return slots if slots < run.partitions else None
+    return slots if slots < run.loop_partitions else None
 
 
 def _as_variable(run, spec: LoopSpec, var: str, df: Optional[DataFrame]) -> DataFrame:

@@ -22,6 +22,7 @@ class RoundRecord:
     stored: dict = field(factory=dict)  # variable -> records kept for the next round (fewer when combined)
     jobs: list = field(factory=list)  # when a round ran more than one Spark job: each job, and why
     plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
+    tasks: Optional[int] = None  # the tasks of the round's Spark jobs (--report only)
 
 
 class RunReport:
@@ -59,6 +60,7 @@ class RunReport:
                                    "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
                                    "stored": record.stored, "spark_jobs": record.spark_jobs,
                                    "plan_size": record.plan_size, "counts": record.counts,
+                                   **({"tasks": record.tasks} if record.tasks is not None else {}),
                                    **({"jobs": record.jobs} if record.jobs else {})})
         self.doc["attempts"].append(a.to_json())
         loop = self._loop(spec.scope)
@@ -77,8 +79,13 @@ class RunReport:
                 entry["records"] = max(entry["records"], n)
             # else: an enclosing loop's operator, which that loop's own rounds count
 
-    def loop_done(self, scope: str, number: int) -> None:
-        self._loop(scope)["activations"] = number
+    def loop_done(self, scope: str, number: int, parallelism=None) -> None:
+        """`parallelism`: the partitions an outermost loop's activation ran in (parallelism.Parallelism);
+        the report keeps its last activation's."""
+        loop = self._loop(scope)
+        loop["activations"] = number
+        if parallelism is not None:
+            loop["partitions"] = parallelism.to_json()
 
     def sink_written(self, op: str, fmt: str, target: str, seconds: float, records: Optional[int]) -> None:
         entry = {"node": op, "format": fmt, "path": target, "seconds": round(seconds, 4)}

@@ -740,6 +740,8 @@ class StreamRun:
             loops.setdefault(scope, {"scope": scope, "rounds": 0, "records": 0, "fed_back": 0}).update(decision)
         for scope, lp in loops.items():
             lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
+            if "partitions" in run.report["loops"].get(scope, {}):  # an outermost loop's (runtime/parallelism.py)
+                lp["partitions"] = run.report["loops"][scope]["partitions"]["partitions"]
             lp.setdefault("strategy", "recomputed")
             lp.setdefault("why", "it runs inside another loop's rounds")
             kept = fixpoints.get(scope)

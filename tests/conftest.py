@@ -33,8 +33,13 @@ def spark():
     from scopeflow.runtime.session import build_session
 
     with fast_jvm.long_running():
+        # loops in the session's 2 partitions, however small their inputs (what a user's larger loops do):
+        # the suite covers co-partitioned state, combiners and narrowing across partitions; scopeflow's own
+        # choice for small inputs (runtime/parallelism.py) is tested with it set back, and every `scopeflow
+        # run` the tests start makes it
         session = build_session("scopeflow-tests", conf={"spark.sql.shuffle.partitions": "2",
-                                                         "spark.default.parallelism": "2"})
+                                                         "spark.default.parallelism": "2",
+                                                         "spark.scopeflow.loopPartitionBytes": "1"})
     yield session
     session.stop()
 

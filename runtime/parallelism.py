@@ -1,0 +1,99 @@
+"""How many partitions a loop's rounds run in: chosen per activation of an outermost loop from the size of
+what its rounds read (docs/cli.md#loop-partitions, benchmarks/RESULTS.md).
+
+A round's Spark job scans its imports and its state in every task, whatever the round's delta: Spark
+joins and folds have no index, so a round with three records in flight still reads every partition of
+the edges it joins them with. What a round can save is tasks: each costs a few milliseconds of
+scheduling however little it reads, and a loop over small inputs pays the full shuffle partition count
+in every stage of every round. So the count follows the size of the loop's inputs (entries and imports,
+Spark's estimate from the optimized plans, no job), `spark.scopeflow.loopPartitionBytes` each, between one
+and `spark.sql.shuffle.partitions`. It is decided once per activation, before the imports are
+partitioned for it, and holds for every round and nested loop of the activation: state, imports and
+the round's delta stay co-partitioned, so no round shuffles its state or imports. (Shrinking only the
+rounds whose delta is small would re-partition the state and the imports each time the count
+changes; measured and left, see RESULTS.md.)
+
+`spark.scopeflow.loopPartitions=N` pins the count (experiments, or a loop Spark's estimate misjudges).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from attrs import frozen
+
+from scopeflow.runtime.deployment import is_connect
+from scopeflow.runtime.errors import RuntimeFailure
+
+LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions
+PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # auto: input bytes per partition
+PARTITION_BYTES_DEFAULT = 4 * 1024 * 1024
+UNKNOWN = 1 << 62  # Spark's default estimate is Long.MaxValue (8 EiB): an unknown size
+
+
+@frozen
+class Parallelism:
+    partitions: int
+    why: str
+    input_bytes: Optional[int] = None  # the estimate it was chosen from (None: pinned or unknown)
+
+    def to_json(self) -> dict:
+        out = {"partitions": self.partitions, "why": self.why}
+        if self.input_bytes is not None:
+            out["input_bytes"] = self.input_bytes
+        return out
+
+
+def choose(spark, full: int, frames: list) -> Parallelism:
+    """The partitions of an activation whose entries and imports are `frames` (DataFrames), given the
+    session's `full` count."""
+    pinned = _setting(spark, LOOP_PARTITIONS, "auto")
+    if pinned != "auto":
+        return Parallelism(_positive(LOOP_PARTITIONS, pinned), f"pinned by {LOOP_PARTITIONS}")
+    if is_connect(spark):
+        return Parallelism(full, "Spark Connect gives no size estimates: the session's shuffle partitions")
+    per = _positive(PARTITION_BYTES, _setting(spark, PARTITION_BYTES, str(PARTITION_BYTES_DEFAULT)))
+    sizes = [estimated_bytes(df) for df in frames]
+    if not sizes or any(s is None or s >= UNKNOWN for s in sizes):
+        return Parallelism(full, "its inputs' size is not known: the session's shuffle partitions")
+    total = sum(sizes)
+    n = max(1, min(full, math.ceil(total / per)))
+    return Parallelism(n, f"inputs estimated at {_human(total)}, {_human(per)} a partition "
+                          f"(at most {full}, the session's shuffle partitions)", total)
+
+
+def estimated_bytes(df) -> Optional[int]:
+    """Spark's size estimate of a frame (its optimized plan's statistics; no job runs), or None."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    try:
+        size = jdf.queryExecution().optimizedPlan().stats().sizeInBytes()  # a Scala BigInt (py4j: an int)
+        return size if isinstance(size, int) else int(size.toString())
+    except Exception:  # noqa: BLE001 - a plan Spark cannot optimize fails again when the loop runs, told there
+        return None
+
+
+def _setting(spark, key: str, default: str) -> str:
+    return (spark.conf.get(key, None) or default).strip().lower()
+
+
+def _positive(key: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        pinned = key == LOOP_PARTITIONS
+        raise RuntimeFailure(f"{key}={text}: expected a positive number" + (" or auto" if pinned else ""),
+                             hint=f"e.g. --conf {key}=" + ("1 (every loop in one partition)" if pinned
+                                                           else str(PARTITION_BYTES_DEFAULT)))
+    return value
+
+
+def _human(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

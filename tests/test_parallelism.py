@@ -1,0 +1,97 @@
+"""How many partitions a loop runs in (runtime/parallelism.py): from its inputs' size, or pinned."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+import reference
+from conftest import EXAMPLES, read_output, write_csv
+from scopeflow.api import run_file
+from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.parallelism import LOOP_PARTITIONS, PARTITION_BYTES, choose, estimated_bytes
+from test_stdlib import random_graph
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def session_at(spark):
+    """The shared session with other settings for one test (put back after it)."""
+    saved = {}
+
+    def set_to(**values):
+        for key, value in values.items():
+            saved.setdefault(key, spark.conf.get(key, None))
+            spark.conf.set(key, str(value))
+
+    yield set_to
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+def _cc_run(spark, tmp_path, name, edges):
+    folder = tmp_path / name
+    shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), folder.mkdir() or folder)
+    write_csv(folder / "data" / "graph.csv", ["src", "dst"], edges)
+    report = folder / "run.json"
+    run_file(str(folder / "connected_components.flow"), spark=spark, report=str(report))
+    with open(report) as fh:
+        doc = json.load(fh)
+    return read_output(str(folder / "out" / "components"), (int, int)), doc
+
+
+def test_a_loop_over_small_inputs_runs_its_rounds_in_few_tasks_with_the_same_output(spark, tmp_path, session_at):
+    """8 shuffle partitions in the session: connected components over ~300 edges runs each round's job in
+    one partition per stage when scopeflow chooses (`auto`), in 8 when pinned; both equal the reference."""
+    edges = random_graph(7, 120, 300)
+    want = reference.connected_components(edges)
+    session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "4194304", LOOP_PARTITIONS: "auto"})
+    auto_out, auto = _cc_run(spark, tmp_path, "auto", edges)
+    session_at(**{LOOP_PARTITIONS: 8})
+    pinned_out, pinned = _cc_run(spark, tmp_path, "pinned", edges)
+
+    assert dict(auto_out) == want and len(auto_out) == len(want)
+    assert dict(pinned_out) == want and len(pinned_out) == len(want)
+    (loop,) = auto["loops"]
+    assert loop["partitions"]["partitions"] == 1, loop["partitions"]
+    assert 0 < loop["partitions"]["input_bytes"] < 4194304
+    assert pinned["loops"][0]["partitions"] == {"partitions": 8, "why": f"pinned by {LOOP_PARTITIONS}"}
+    auto_tasks = [r["tasks"] for r in auto["rounds"]]
+    pinned_tasks = [r["tasks"] for r in pinned["rounds"]]
+    assert len(auto_tasks) == len(pinned_tasks) > 3  # the same rounds either way
+    # a round's job has a few stages (the delta's shuffle, the state's fold, the checkpoints' count): in one
+    # partition each runs a task or two; pinned to 8, the fold alone runs 8
+    assert max(auto_tasks) <= 8, auto_tasks
+    assert max(auto_tasks) < min(pinned_tasks), (auto_tasks, pinned_tasks)
+
+
+def test_the_count_follows_the_estimate_between_one_and_the_session_count(spark, session_at):
+    session_at(**{LOOP_PARTITIONS: "auto", PARTITION_BYTES: "1000"})
+    small = spark.range(10)  # Spark estimates 80 bytes
+    big = spark.range(100_000)  # 800,000 bytes: 800 partitions' worth, capped at the session's count
+    assert estimated_bytes(small) == 80
+    assert choose(spark, 8, [small]).partitions == 1
+    assert choose(spark, 8, [small, small]).partitions == 1
+    assert choose(spark, 8, [spark.range(300)]).partitions == 3  # 2,400 bytes: 3 partitions of 1,000
+    assert choose(spark, 8, [big, small]).partitions == 8
+    # an input Spark cannot size (a checkpoint's default estimate is Long.MaxValue): the session's count
+    unknown = spark.range(5).localCheckpoint(eager=False)
+    from scopeflow.runtime.checkpoints import Checkpoints
+
+    chosen = choose(spark, 8, [small, Checkpoints(spark).detach_statistics(unknown)])
+    assert chosen.partitions == 8 and "not known" in chosen.why
+
+
+@pytest.mark.parametrize("key, value", [(LOOP_PARTITIONS, "0"), (LOOP_PARTITIONS, "many"),
+                                        (PARTITION_BYTES, "-5")])
+def test_a_bad_setting_is_refused_with_a_hint(spark, session_at, key, value):
+    session_at(**{key: value})
+    with pytest.raises(RuntimeFailure) as err:
+        choose(spark, 4, [spark.range(3)])
+    assert f"{key}={value}" in str(err.value) and "--conf" in err.value.hint
