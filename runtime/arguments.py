@@ -92,6 +92,8 @@ def parse_conf(items: list[str]) -> dict:
 
 INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
 INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
+LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
+PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
 
 
 def setting_problem(key: str, value: str) -> Optional[str]:
@@ -106,7 +108,18 @@ def setting_problem(key: str, value: str) -> Optional[str]:
             pass
         return "expected a fraction of the input so far, at least 0 (e.g. 0.25: incremental while an epoch adds " \
                "at most 25 %)"
+    if key == LOOP_PARTITIONS and value.strip().lower() != "auto" and not _positive(value):
+        return "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"
+    if key == PARTITION_BYTES and not _positive(value):
+        return "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's inputs)"
     return None
+
+
+def _positive(text: str) -> bool:
+    try:
+        return int(text) >= 1
+    except ValueError:
+        return False
 
 
 @define

@@ -382,25 +382,29 @@ class RunContext:
         if outputs is None and start is not None and start.unchanged:
             outputs = start.outputs(spec)  # an incremental loop no new input reaches: its fixpoint carries over
         if outputs is None:
-            act = self.recovery.take(spec.scope, len(self.stack)) if self.recovery is not None else None
-            if act is None:
-                act = Activation(spec.scope, self.activations.get(spec.scope, 0) + 1, recompute=spec.snapshot_recompute)
-            elif act.resumed:
-                self.progress.trace(f"loop {spec.scope}: resuming activation {act.number} at round {act.round}")
-            if start is not None:  # an incremental loop's growing imports, kept across epochs
-                imports = {**imports, **start.owner.imports(self, spec, start, imports)}
-            if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
-                act.preloaded = dict(start.states)
-                act.seeds = start.seeds(spec, entries)
-                entries = {v: start.entries.get(v) for v in spec.strategy.growing}  # (a bounded entry: nothing new)
-            act.recompute = spec.snapshot_recompute
-            self.activations[spec.scope] = act.number
-            if not self.jvm_metrics:
-                self.note("connect-counters", "per-operator record counts are not available over Spark Connect; "
-                          "loop termination uses the feedback and `until` counts, which are")
-            chosen = self._parallelism(entries, imports) if not self.stack else None
-            with self._loop_conf(chosen), self.acting(self._loop_action(spec, act)):
-                outputs = run_activation(self, spec, body, entries, imports, act)
+            # (chosen first: a snapshot's states are restored in the activation's partitions)
+            chosen = self._parallelism(entries, imports, start) if not self.stack else None
+            with self._loop_conf(chosen):
+                act = self.recovery.take(spec.scope, len(self.stack)) if self.recovery is not None else None
+                if act is None:
+                    act = Activation(spec.scope, self.activations.get(spec.scope, 0) + 1,
+                                     recompute=spec.snapshot_recompute)
+                elif act.resumed:
+                    self.progress.trace(f"loop {spec.scope}: resuming activation {act.number} at round {act.round}")
+                if start is not None:  # an incremental loop's growing imports, kept across epochs
+                    imports = {**imports, **start.owner.imports(self, spec, start, imports)}
+                if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
+                    act.preloaded = dict(start.states)
+                    act.seeds = start.seeds(spec, entries)
+                    # (a bounded entry: nothing new)
+                    entries = {v: start.entries.get(v) for v in spec.strategy.growing}
+                act.recompute = spec.snapshot_recompute
+                self.activations[spec.scope] = act.number
+                if not self.jvm_metrics:
+                    self.note("connect-counters", "per-operator record counts are not available over Spark Connect; "
+                              "loop termination uses the feedback and `until` counts, which are")
+                with self.acting(self._loop_action(spec, act)):
+                    outputs = run_activation(self, spec, body, entries, imports, act)
             self.report.loop_done(spec.scope, act.number, chosen)
             if self.epoch is not None and spec.incremental and not self.stack:
                 self.epoch.finished[spec.scope] = act  # its states start the next epoch
@@ -423,8 +427,13 @@ class RunContext:
             self.progress.trace(f"loop {spec.scope}: restored its outputs from the snapshot")
         return done
 
-    def _parallelism(self, entries: dict, imports: dict) -> Parallelism:
-        """The partitions an outermost loop's activation runs in (runtime/parallelism.py)."""
+    def _parallelism(self, entries: dict, imports: dict, start) -> Parallelism:
+        """The partitions an outermost loop's activation runs in (runtime/parallelism.py). A streaming loop that
+        can start from the previous epoch's fixpoint (`start`) keeps its states and its imports' pieces across
+        epochs, partitioned in the session's count: it runs in that count."""
+        if start is not None:
+            return Parallelism(self.partitions, "its states and imports carry across epochs, in the session's "
+                                                "shuffle partitions")
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
         return parallelism.choose(self.spark, self.partitions, frames)
 

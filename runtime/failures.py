@@ -528,7 +528,8 @@ RULES = (
          words=("SCOPEFLOW_USER_ERROR",)),
     Rule("E0509", "Spark ran out of memory", "a `group` whose keys hold most records, on a small driver",
          "give Spark more memory (--conf spark.driver.memory=4g; on a cluster spark.executor.memory) or more "
-         "partitions (--conf spark.sql.shuffle.partitions=400)",
+         "partitions (--conf spark.sql.shuffle.partitions=400; inside a loop also --conf "
+         "spark.scopeflow.loopPartitions=400)",
          _out_of_memory, conditions=("UNABLE_TO_ACQUIRE_MEMORY",),
          classes=("java.lang.OutOfMemoryError", "MemoryError"),
          words=("java.lang.OutOfMemoryError", "GC overhead limit exceeded", "exceeding memory limits")),

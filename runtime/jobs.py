@@ -41,8 +41,8 @@ def tasks_in_group(spark, group: str) -> int:
     except Exception:  # (a timeout: the count says what was seen)
         pass
     tracker = spark.sparkContext.statusTracker()
-    stages = [s for job_id in tracker.getJobIdsForGroup(group) for info in [tracker.getJobInfo(job_id)] if info
-              for s in info.stageIds]
+    stages = {s for job_id in tracker.getJobIdsForGroup(group) for info in [tracker.getJobInfo(job_id)] if info
+              for s in info.stageIds}  # (a stage shared by two jobs of the round: once)
     return sum(st.numCompletedTasks + st.numFailedTasks for st in map(tracker.getStageInfo, stages) if st is not None)
 
 

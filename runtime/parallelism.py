@@ -22,11 +22,10 @@ from typing import Optional
 
 from attrs import frozen
 
+from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES
 from scopeflow.runtime.deployment import is_connect
 from scopeflow.runtime.errors import RuntimeFailure
 
-LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions
-PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # auto: input bytes per partition
 PARTITION_BYTES_DEFAULT = 4 * 1024 * 1024
 UNKNOWN = 1 << 62  # Spark's default estimate is Long.MaxValue (8 EiB): an unknown size
 

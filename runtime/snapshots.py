@@ -410,13 +410,14 @@ class Recovery:
         )
 
     def state(self, op: str, doc: dict):
-        """A reduce/distinct state rebuilt from a snapshot, re-partitioned by its keys."""
+        """A reduce/distinct state rebuilt from a snapshot, re-partitioned by its keys in the partitions of the
+        activation it resumes (runtime/parallelism.py)."""
         if doc["kind"] == "reduce":
             state = ReduceState(op, doc["keys"], [tuple(a) for a in doc["aggs"]])
         else:
             state = DistinctState(op, doc["columns"])
         state.main = (self.frame(doc["main"]).select(*state.columns, F.lit(False).alias(FLAG))
-                      .repartition(self.run.partitions, *state.keys))
+                      .repartition(self.run.loop_partitions, *state.keys))
         state.main_rows = doc["main_rows"]
         return state
 

@@ -53,6 +53,7 @@ def test_a_loop_over_small_inputs_runs_its_rounds_in_few_tasks_with_the_same_out
     want = reference.connected_components(edges)
     session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "4194304", LOOP_PARTITIONS: "auto"})
     auto_out, auto = _cc_run(spark, tmp_path, "auto", edges)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"  # the loop's count was the loop's only
     session_at(**{LOOP_PARTITIONS: 8})
     pinned_out, pinned = _cc_run(spark, tmp_path, "pinned", edges)
 
@@ -95,3 +96,13 @@ def test_a_bad_setting_is_refused_with_a_hint(spark, session_at, key, value):
     with pytest.raises(RuntimeFailure) as err:
         choose(spark, 4, [spark.range(3)])
     assert f"{key}={value}" in str(err.value) and "--conf" in err.value.hint
+
+
+def test_a_bad_setting_on_the_command_line_exits_2_before_spark_starts(run_cli):
+    from conftest import without_java
+
+    flow = os.path.join(EXAMPLES, "connected_components.flow")
+    for key, value in ((LOOP_PARTITIONS, "many"), (PARTITION_BYTES, "0")):
+        proc = run_cli("run", flow, "--conf", f"{key}={value}", env=without_java())
+        assert proc.returncode == 2, proc.stderr
+        assert f"--conf {key}={value}: expected" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
