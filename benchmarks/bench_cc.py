@@ -89,6 +89,7 @@ def cc_scopeflow(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: 
         job = _run_flow(spark, fh.read(), edges_csv, out_dir)
     rounds = [r for r in job.report["rounds"] if r["scope"] == "cc"]
     info["report_rounds"] = rounds
+    info["loops"] = job.report["loops"]
     info["snapshots"] = len(job.report.get("snapshots") or [])
     return len(rounds), False
 

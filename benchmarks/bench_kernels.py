@@ -280,6 +280,15 @@ def summarise(results: dict, graphs: list, kernels: list) -> tuple[str, dict]:
     return "\n".join(lines + out), ratios
 
 
+def provenance(partitions: int, repeats: int) -> str:
+    """How a one-session benchmark ran, for its RESULTS.md section: date, commit, machine, load."""
+    m = bench_cc.machine()
+    dirty = " (dirty)" if m["dirty"] else ""
+    return (f"{datetime.date.today()}, commit {m['commit']}{dirty}, {m['cores']} cores, local mode, {partitions} "
+            f"shuffle partitions, one session, interleaved, warm-up then median of {repeats}; load average at the "
+            f"end {m['load'][0]:.1f}.")
+
+
 def write_section(text: str, begin: str = SECTION_BEGIN, end: str = SECTION_END) -> None:
     """Put `text` between the markers `begin` and `end` in RESULTS.md (appended, after bench_cc's notes
     mark, the first time), leaving the rest of the file as it is."""
