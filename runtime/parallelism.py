@@ -22,7 +22,7 @@ from typing import Optional
 
 from attrs import frozen
 
-from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES
+from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES, setting_problem
 from scopeflow.runtime.deployment import is_connect
 from scopeflow.runtime.errors import RuntimeFailure
 
@@ -78,16 +78,13 @@ def _setting(spark, key: str, default: str) -> str:
 
 
 def _positive(key: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        pinned = key == LOOP_PARTITIONS
-        raise RuntimeFailure(f"{key}={text}: expected a positive number" + (" or auto" if pinned else ""),
-                             hint=f"e.g. --conf {key}=" + ("1 (every loop in one partition)" if pinned
-                                                           else str(PARTITION_BYTES_DEFAULT)))
-    return value
+    """The setting's value; a bad one fails as `--conf` refuses it before Spark starts (`setting_problem`), for a
+    value set some other way (a `config` block, a session's own settings)."""
+    problem = setting_problem(key, text)
+    if problem:
+        example = "1" if key == LOOP_PARTITIONS else str(PARTITION_BYTES_DEFAULT)
+        raise RuntimeFailure(f"{key}={text}: {problem}", hint=f"e.g. --conf {key}={example}")
+    return int(text)
 
 
 def _human(n: int) -> str:
