@@ -40,15 +40,10 @@ VARIANTS = ("plain", "+1 operator", "--report", "snapshots every 10", "snapshots
 
 
 def graph(name: str, folder: str) -> str:
-    path = os.path.join(folder, f"{name}.csv")
     if name == "random200k":
-        with open(gen_graphs.ensure("random")) as src, open(path, "w") as out:
-            out.write(next(src))
-            for i, line in enumerate(src):
-                if i >= 200_000:
-                    break
-                out.write(line)
-    elif name.startswith("chain") and name[5:].isdigit():  # chainN: N cliques of 13 in a row (~2N rounds)
+        return gen_graphs.random_prefix(200_000, folder)
+    path = os.path.join(folder, f"{name}.csv")
+    if name.startswith("chain") and name[5:].isdigit():  # chainN: N cliques of 13 in a row (~2N rounds)
         gen_graphs.write_csv(path, gen_graphs.chain_graph(cliques=int(name[5:])))
     else:
         raise SystemExit(f"unknown graph {name}")

@@ -32,18 +32,6 @@ SETTINGS = ("1", "2", "4", "auto")  # spark.scopeflow.loopPartitions for scopefl
 PARTITIONS = 4
 
 
-def subset(folder: str, n: int) -> str:
-    """The first `n` edges of the random graph, as a CSV of their own."""
-    path = os.path.join(folder, f"random_{n}.csv")
-    with open(gen_graphs.ensure("random")) as src, open(path, "w") as out:
-        out.write(next(src))
-        for i, line in enumerate(src):
-            if i >= n:
-                break
-            out.write(line)
-    return path
-
-
 def run(spark, contender: str, csv_path: str, setting: str | None) -> dict:
     if setting is not None:
         spark.conf.set("spark.scopeflow.loopPartitions", setting)
@@ -75,7 +63,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for n in sizes:
-            path = subset(folder, n)
+            path = gen_graphs.random_prefix(n, folder)
             results: dict = {c: [] for c in contenders}
             for c in contenders:  # warm-up
                 run(spark, c[0], path, c[1])

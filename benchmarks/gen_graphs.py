@@ -206,6 +206,19 @@ def ensure_weighted(name: str, folder: str = DEFAULT_DIR) -> str:
     return _ensure("kernels", name, folder)
 
 
+def random_prefix(n: int, folder: str) -> str:
+    """The first `n` edges of the random graph (a graph of its own: a sparser random graph), as
+    FOLDER/random_N.csv."""
+    path = os.path.join(folder, f"random_{n}.csv")
+    with open(ensure("random")) as src, open(path, "w") as out:
+        out.write(next(src))
+        for i, line in enumerate(src):
+            if i >= n:
+                break
+            out.write(line)
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=DEFAULT_DIR, help="output folder")
