@@ -94,6 +94,8 @@ INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incr
 INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
 LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
 PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
+STATE_OVERLAY = "spark.scopeflow.stateOverlay"  # a share of a state's keys; 0: every round rewrites it (runtime/state.py)
+STATE_OVERLAY_MIN_KEYS = "spark.scopeflow.stateOverlayMinKeys"  # states smaller than this are rewritten every round
 
 
 def setting_problem(key: str, value: str) -> Optional[str]:
@@ -112,6 +114,20 @@ def setting_problem(key: str, value: str) -> Optional[str]:
         return "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"
     if key == PARTITION_BYTES and not _positive(value):
         return "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's inputs)"
+    if key == STATE_OVERLAY:
+        try:
+            if 0 <= float(value) <= 1:
+                return None
+        except ValueError:
+            pass
+        return "expected a share of a state's keys from 0 to 1 (e.g. 0: every round rewrites the whole state)"
+    if key == STATE_OVERLAY_MIN_KEYS:
+        try:
+            if int(value) >= 0:
+                return None
+        except ValueError:
+            pass
+        return "expected a number of keys, at least 0 (e.g. 0: a state of any size may have an overlay)"
     return None
 
 

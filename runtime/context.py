@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import failures, jobs, parallelism
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime import targets
+from scopeflow.runtime.arguments import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS, setting_problem
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
@@ -34,6 +35,7 @@ from scopeflow.runtime.round import Pieces
 from scopeflow.runtime.session import jvm_log_path
 from scopeflow.runtime.shipping import prepare
 from scopeflow.runtime.spec import LoopSpec, Param, ddl_columns, split_top_level, value_of
+from scopeflow.runtime.state import OVERLAY_MIN_KEYS, OVERLAY_SHARE
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
@@ -146,6 +148,7 @@ class RunContext:
         self.recovery = None  # snapshots.Recovery, when resuming
         self.interrupts = Interrupts(spark)  # `execute` gives the run the ones its Ctrl-C handler sets
         self._combine_above: Optional[int] = None
+        self._overlay: Optional[tuple] = None
         self._handles: dict = {}
         self._notes: set = set()
         self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
@@ -184,6 +187,23 @@ class RunContext:
                 raise RuntimeFailure(f"{COMBINE_ABOVE}={text}: expected a number of records",
                                      hint="e.g. --conf spark.scopeflow.combineAbove=0 (always combine)") from None
         return self._combine_above
+
+    def overlay(self) -> tuple[float, int]:
+        """`spark.scopeflow.stateOverlay` and `spark.scopeflow.stateOverlayMinKeys`: up to what share of a state's
+        keys a round folds into its overlay, and from how many keys a state has one (runtime/state.py; a share
+        of 0: every round rewrites the whole state). Only where a round's job counts inside its plans (the
+        overlay's size comes from its counters)."""
+        if self._overlay is None:
+            values = []
+            for key, default, kind in ((STATE_OVERLAY, OVERLAY_SHARE, float), (STATE_OVERLAY_MIN_KEYS, OVERLAY_MIN_KEYS, int)):
+                text = self.spark.conf.get(key, None)
+                problem = setting_problem(key, text) if text is not None else None
+                if problem:
+                    raise RuntimeFailure(f"{key}={text}: {problem}",
+                                         hint=f"set it with --conf {key}=..., which checks it before Spark starts")
+                values.append(default if text is None else kind(text))
+            self._overlay = (values[0] if self.checkpoints.counted_in_plans else 0.0, values[1])
+        return self._overlay
 
     def aggregate(self, fn: str, column: Optional[Column]) -> Column:
         return AGGREGATES[fn].spark_column(F, column)
@@ -396,6 +416,7 @@ class RunContext:
                 if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
                     act.preloaded = dict(start.states)
                     act.seeds = start.seeds(spec, entries)
+                    act.estimate = start.decision.new_rows
                     # (a bounded entry: nothing new)
                     entries = {v: start.entries.get(v) for v in spec.strategy.growing}
                 act.recompute = spec.snapshot_recompute

@@ -11,6 +11,8 @@ from scopeflow.runtime.deployment import is_connect
 
 CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
 FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
+NEW_KEYS_COUNTER = "_sf_nk:"  # observe name of a state overlay's count of keys not in main (+ the state's key)
+INTERNAL = "_sf_"  # the start of every counter name above: none names an operator
 
 
 class Counters:
@@ -75,7 +77,7 @@ def operator_times(frames: list) -> dict:
         while stack:
             node, op, fused = stack.pop()
             name = node.nodeName()
-            if name == "CollectMetrics" and not node.name().startswith(CHECKPOINT_COUNTER):
+            if name == "CollectMetrics" and not node.name().startswith(INTERNAL):
                 op = node.name()
             if name.startswith("WholeStageCodegen"):
                 fused = True

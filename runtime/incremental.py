@@ -65,8 +65,8 @@ class Decision:
 
 @define
 class Carry:
-    """What a loop's last epoch left in this process for the next one: its states (op -> (records, rows, the
-    checkpoint that holds them)) and its growing imports, prepared (import -> `Pieces`)."""
+    """What a loop's last epoch left in this process for the next one: its states (op -> `KeyedState.carried`:
+    records, rows and the frames that hold them) and its growing imports, prepared (import -> `Pieces`)."""
 
     epoch: int
     states: dict
@@ -80,7 +80,8 @@ class Start:
 
     owner: "EpochLoops"
     decision: Decision
-    states: dict = field(factory=dict)  # op -> (its state at the end of the previous epoch, by key; its rows)
+    # op -> (its state at the end of the previous epoch, by key; its rows[; its frames, from this process])
+    states: dict = field(factory=dict)
     entries: dict = field(factory=dict)  # variable -> the entry's new records
     new_imports: dict = field(factory=dict)  # import -> its new records
     carried: dict = field(factory=dict)  # growing import -> its `Pieces` of the previous epoch, in this process
@@ -291,7 +292,7 @@ class EpochLoops:
                 continue
             carry = self.carried.get(scope)
             if carry is not None and carry.epoch == last["epoch"]:
-                start.states = {op: (frame, rows) for op, (frame, rows, _) in carry.states.items()}
+                start.states = dict(carry.states)
                 start.carried, start.carried_rows = dict(carry.pieces), dict(carry.rows)
             else:
                 start.states = self.load(run, scope, last["loops"][scope])
@@ -381,9 +382,9 @@ class EpochLoops:
                                                 doing="keeping")):
                     part = self.store.write_part(df, part_folder(scope, op), f"e{number:010d}")
                 fault("stream-loop-state-written")
-                states[op] = {"part": part, "rows": int(state.main_rows), "keys": list(state.keys),
+                states[op] = {"part": part, "rows": int(state.rows), "keys": list(state.keys),
                               "ddl": ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)}
-                held[op] = (df, int(state.main_rows), state.main)
+                held[op] = state.carried()
             else:
                 out[scope] = {"epoch": number, "states": states,
                               "sources": decisions[scope].sources,
@@ -410,16 +411,22 @@ class EpochLoops:
         from scopeflow.runtime.checkpoints import checkpoint_rdd, is_checkpoint
 
         alive = {id(p) for c in keep.values() for pieces in c.pieces.values() for p in pieces}
-        alive_states = {id(ck) for c in keep.values() for _, _, ck in c.states.values()}
+        alive_states = {id(ck) for c in keep.values() for held in c.states.values() for ck in _frames(held)}
         old = [p for c in self.carried.values() for pieces in c.pieces.values() for p in pieces]
         for df in {id(d): d for d in self.made + old}.values():
             if id(df) not in alive:
                 checkpoint_rdd(df).unpersist(False) if is_checkpoint(df) else df.unpersist()
         for c in (*self.carried.values(), *self.pending.values()):
-            for _, _, ck in c.states.values():
+            for ck in (ck for held in c.states.values() for ck in _frames(held)):
                 if id(ck) not in alive_states and is_checkpoint(ck):
                     checkpoint_rdd(ck).unpersist(False)
         self.carried, self.pending, self.made = dict(keep), {}, []
+
+
+def _frames(held: tuple) -> list:
+    """The checkpoints a carried state holds (`KeyedState.carried`: its main and overlay)."""
+    main, _, overlay = held[2][:3]
+    return [df for df in (main, overlay) if df is not None]
 
 
 def part_folder(scope: str, op: str) -> str:

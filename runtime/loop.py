@@ -49,6 +49,7 @@ class Activation:
     # import is the left side))
     preloaded: dict = field(factory=dict)
     seeds: dict = field(factory=dict)
+    estimate: Optional[int] = None  # about how many records an incremental epoch's first round receives
 
 
 def run_activation(run, spec: LoopSpec, body: Callable, entries: dict, imports: dict, act: Activation) -> dict:
@@ -96,7 +97,7 @@ class LoopExecutor:
                         raise LoopMaxError(attempt, self.max_rounds)
                     break
                 act.variables, act.received = feedback, in_flight
-                act.seeds = {}  # (round 0's only)
+                act.seeds, act.estimate = {}, None  # (round 0's only)
                 act.combined = {v: spec.combine[v] for v in fed}
                 act.attempt, act.round = attempt.id, act.round + 1
                 run.maybe_snapshot(spec, act.round - 1)
@@ -138,8 +139,7 @@ class LoopExecutor:
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round holds only with counts in plans)
         jobs = run.explain_jobs(group, rnd.recounted) if spark_jobs > 1 and run.checkpoints.counted_in_plans else []
-        for state in act.states.values():
-            state.commit(counts)
+        folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if act.round == self.first:
             self.first_round_counts(rnd, variables, counts, raw, fed, fb_ck)
         in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
@@ -153,7 +153,8 @@ class LoopExecutor:
         self.keep_outputs(emit_ck)
         self.release(rnd, variables, fb_ck)
         run.round_done(spec, act.number, RoundRecord(act.round, time.perf_counter() - started, in_flight, op_counts,
-                                                     attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks))
+                                                     attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks,
+                                                     {op: how for op, how in folds.items() if how}))
         return attempt, fb_ck, in_flight, fed
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict, raw: dict, fed: dict, fb_ck: dict) -> None:

@@ -23,6 +23,7 @@ class RoundRecord:
     jobs: list = field(factory=list)  # when a round ran more than one Spark job: each job, and why
     plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
     tasks: Optional[int] = None  # the tasks of the round's Spark jobs (--report only)
+    states: dict = field(factory=dict)  # reduce/distinct -> how the round folded its delta in (runtime/state.py)
 
 
 class RunReport:
@@ -61,6 +62,7 @@ class RunReport:
                                    "stored": record.stored, "spark_jobs": record.spark_jobs,
                                    "plan_size": record.plan_size, "counts": record.counts,
                                    **({"tasks": record.tasks} if record.tasks is not None else {}),
+                                   **({"states": record.states} if record.states else {}),
                                    **({"jobs": record.jobs} if record.jobs else {})})
         self.doc["attempts"].append(a.to_json())
         loop = self._loop(spec.scope)

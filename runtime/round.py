@@ -26,6 +26,8 @@ class Round:
         self.states = activation.states  # reduce/distinct states: a round adds those its operators start
         self.preloaded = activation.preloaded  # states an incremental epoch starts from (taken once)
         self.seeds = activation.seeds if activation.round == 0 else {}
+        self.received = activation.received  # records each variable received this round, when known
+        self.estimate = activation.estimate  # what an incremental epoch's first round receives, about
         self.pending: list[tuple[str, DataFrame, DataFrame]] = []  # (key, pre-checkpoint frame, checkpoint)
         self._by_frame: dict[int, DataFrame] = {}
         self._key_of: dict[int, str] = {}
@@ -101,6 +103,15 @@ class Round:
             return out
         history, new, _ = seed
         return out.unionByName(fn(new, history) if import_left else fn(history, new))
+
+    def in_flight_estimate(self) -> Optional[int]:
+        """About how many records the round's variables received (what its `reduce`/`distinct` states fold in
+        follows from them, through the body's joins): counted by the previous round, or the new records of an
+        incremental epoch's first one; None when unknown (a fresh activation's first round). A round that
+        proves larger only makes the next round rewrite its state."""
+        if self.received:
+            return sum(self.received.values())
+        return self.estimate
 
     def share(self, df: DataFrame, op: str) -> DataFrame:
         """A stream read by several operators of the round: materialise it once, in the round's job."""

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from scopeflow.runtime.jobs import set_job_group
 from scopeflow.runtime.loop import Activation
-from scopeflow.runtime.state import FLAG, DistinctState, ReduceState
+from scopeflow.runtime.state import DistinctState, ReduceState
 
 FORMAT = 1
 
@@ -229,7 +229,7 @@ class SnapshotStore:
         kind = "reduce" if hasattr(st, "aggs") else "distinct"
         return {"kind": kind, "keys": st.keys, "columns": st.columns,
                 "aggs": [list(a) for a in getattr(st, "aggs", [])],
-                "main": self._frame(st.main, frames), "main_rows": st.main_rows}
+                "main": self._frame(st.full(), frames), "main_rows": st.rows}
 
     @staticmethod
     def _frame(df: DataFrame, frames: list) -> dict:
@@ -416,9 +416,7 @@ class Recovery:
             state = ReduceState(op, doc["keys"], [tuple(a) for a in doc["aggs"]])
         else:
             state = DistinctState(op, doc["columns"])
-        state.main = (self.frame(doc["main"]).select(*state.columns, F.lit(False).alias(FLAG))
-                      .repartition(self.run.loop_partitions, *state.keys))
-        state.main_rows = doc["main_rows"]
+        state.restore(self.frame(doc["main"]).repartition(self.run.loop_partitions, *state.keys), doc["main_rows"])
         return state
 
 

@@ -1,22 +1,31 @@
 """State of `reduce` and `distinct` inside a loop activation, updated from each round's delta.
 
-The state is never recomputed from the history: each round folds only the
-round's delta into it. The state is one frame, hash-partitioned by its key
-columns, with a flag column `_sf_ch` that marks the keys the round changed:
+The state is never recomputed from the history: each round folds only the round's delta into it. It is kept
+in two frames, both hash-partitioned by the key columns (so nothing below shuffles either of them):
 
-    state'  =  (state UNION delta) GROUP BY keys, folded, flagged if new or changed
+- `main`: one record per key, as of the last *compaction*;
+- `overlay`: the keys that changed or appeared since then, with their current values (None right after one).
 
-The state and the round's aggregated delta are both partitioned by the keys,
-so the union keeps that partitioning and the group needs no shuffle of the
-state (only the delta's own shuffle); null keys group like any other key. The
-state keeps its flag column in the union and the round's rows get a null flag,
-so the flag also tells the two sides apart (no re-projection of the state).
-`state'` is the round's ONE checkpoint for the operator (materialised by the
-round's single Spark job); the operator's output — the new or changed keys —
-is a filter on it (`_sf_ch`), not a second copy.
+A key's value is the overlay's if the overlay holds it, else main's. A round folds its delta (one record per
+key) in one of two ways, chosen before the round from the records in flight (`OVERLAY_SHARE`):
 
-Column expressions depend only on the keys and aggregates, so they are built
-once per state and reused every round: each Column call is a JVM round trip.
+    small delta:  overlay' = (main ⋉ delta  ∪  overlay  ∪  delta) GROUP BY keys, keeping overlay keys and changes
+    otherwise:    main'    = (main  ∪  overlay  ∪  delta) GROUP BY keys                    (a compaction)
+
+The first reads main only where the delta's keys meet it (a hash semi-join of the scan with the delta's keys,
+no aggregation or copy of main) and writes only the keys changed since the last compaction: a round costs what
+its delta and the changes so far weigh plus one scan, not a rewrite of the whole state. Once the overlay or the
+delta holds more than `OVERLAY_SHARE` of main's keys, the round compacts (the state as one frame again).
+
+Each side of the fold's union carries a flag column `_sf_ch`: false for main's records, true for the
+overlay's, null for the round's; the group's result carries in it whether the round changed (or added) the
+key. The union keeps the key partitioning, so the group shuffles nothing. The result is the round's ONE
+checkpoint for the operator (materialised by the round's single Spark job); the operator's output — the new or
+changed keys — is a filter on it (`_sf_ch`), not a second copy. Null keys fold like any other key (an equi-join never
+matches them: main's records with one join the first fold into an overlay, which keeps them).
+
+Column expressions depend only on the keys and aggregates, so they are built once per state and reused every
+round: each Column call is a JVM round trip.
 """
 from __future__ import annotations
 
@@ -26,9 +35,19 @@ from typing import Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.runtime.counters import NEW_KEYS_COUNTER
 from scopeflow.stdlib.functions import AGGREGATES
 
-FLAG = "_sf_ch"  # the round changed (or added) this key; null on the round's side of the fold's union
+FLAG = "_sf_ch"  # the round changed (or added) this key; in the fold's union: false main, true overlay, null round
+NEW_KEY = "_sf_nk"  # (overlay) the key is not in main: the state's size is main's plus these
+KEEP = "_sf_keep"  # (the fold into the overlay) the overlay keeps the key: it held it, the round changed it, or a null
+# a round folds into the overlay while the records in flight and the overlay each hold at most this share of
+# main's keys; beyond, it compacts (`spark.scopeflow.stateOverlay`). A state of fewer keys than OVERLAY_MIN_KEYS
+# is rewritten every round (`spark.scopeflow.stateOverlayMinKeys`): measured (benchmarks/bench_state.py, 2
+# cores), a round into the overlay cost 1.07x a rewrite at 200,000 keys (its bigger plan: planning and one scan
+# of main), 0.69x at 600,000, 0.39x at 2,000,000
+OVERLAY_SHARE = 0.25
+OVERLAY_MIN_KEYS = 300_000
 
 
 def _fold(fn: str, old: Column, new: Column) -> Column:
@@ -40,67 +59,172 @@ def _fold(fn: str, old: Column, new: Column) -> Column:
 
 
 class KeyedState:
-    """The state frame of one operator and the bookkeeping around the round's job."""
+    """The state frames of one operator and the bookkeeping around the round's job."""
 
     def __init__(self, op: str, keys: list[str], columns: list[str]):
         self.op = op
         self.keys = keys
         self.columns = columns  # every output column, keys first
-        self.main: Optional[DataFrame] = None  # the state: `columns` + `_sf_ch` (never null here)
+        self.main: Optional[DataFrame] = None  # `columns` + `_sf_ch` (never null here)
         self.main_rows = 0
-        self._next: Optional[DataFrame] = None  # the new state, pending the round's job
+        self.overlay: Optional[DataFrame] = None  # `columns` + `_sf_ch` + `_sf_nk`
+        self.overlay_rows = 0
+        self.overlay_new = 0  # overlay records whose key is not in main
+        self._next: Optional[DataFrame] = None  # the new main or overlay, pending the round's job
+        self._small = False  # the pending frame is an overlay
         self._cols: dict = {}
+        self._stored = False  # main is a round checkpoint (not a plan over files: read back, restored)
 
     @property
     def key(self) -> str:
         return f"{self.op}/state"
 
+    @property
+    def rows(self) -> int:
+        """The state's records (keys)."""
+        return self.main_rows + self.overlay_new
+
     def full(self) -> Optional[DataFrame]:
-        """The state's records, without the round flag (`emit state`)."""
+        """The state's records, without the round flag (`emit state`, snapshots, an incremental epoch's end)."""
         if self.main is None:
             return None
-        return self.main.select(*self._c("plain"))
+        if self.overlay is None:
+            return self.main.select(*self._c("plain"))
+        return self._merged().select(*self._c("plain"))
 
     def _c(self, name: str):
         cols = self._cols.get("common")
         if cols is None:
             plain = [F.col(c) for c in self.columns]
-            flag = F.col(FLAG)
-            cols = self._cols["common"] = {"plain": plain, "new": [*plain, F.lit(True).alias(FLAG)],
-                                           "flagged": flag,
-                                           # the round's side of the fold's union: its records, flag null
-                                           "incoming": [*plain, F.lit(None).cast("boolean").alias(FLAG)],
-                                           "is_old": flag.isNotNull(), "is_new": flag.isNull()}
+            flag, unknown = F.col(FLAG), F.lit(None).cast("boolean")
+            cols = self._cols["common"] = {
+                "plain": plain, "new": [*plain, F.lit(True).alias(FLAG)], "flagged": flag,
+                # the three sides of the fold's union (`_sf_nk` is the overlay's alone)
+                "as_main": [*plain, F.lit(False).alias(FLAG), unknown.alias(NEW_KEY)],
+                "as_overlay": [*plain, F.lit(True).alias(FLAG), F.col(NEW_KEY)],
+                "incoming": [*plain, unknown.alias(FLAG), unknown.alias(NEW_KEY)],
+                "is_main": F.coalesce(~flag, F.lit(False)), "is_overlay": F.coalesce(flag, F.lit(False)),
+                "is_new": flag.isNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
+                "new_keys": F.count_if(F.col(NEW_KEY)).alias("n")}
         return cols[name]
 
-    def _with_state(self, df: DataFrame) -> DataFrame:
-        """The state (`columns` + flag, as checkpointed) and the round's records `df` (flag null) in one frame."""
-        return self.main.union(df.select(*self._c("incoming")))
+    def _sides(self, delta: Optional[DataFrame], small: bool) -> DataFrame:
+        """The fold's union: main (all of it, or where `delta`'s keys meet it), the overlay and the round's
+        records."""
+        main = self.main.select(*self._c("as_main"))
+        if small:
+            met = main.join(delta.select(*self.keys).hint("shuffle_hash"), self.keys, "left_semi")
+            if self.overlay is None:
+                # an equi-join never matches a null key: main's records with one join the first fold into an
+                # overlay, which then keeps them (`_sf_keep`), so later folds scan main once
+                met = met.union(main.where(self._null_key()))
+            main = met
+        parts = [main]
+        if self.overlay is not None:
+            parts.append(self.overlay.select(*self._c("as_overlay")))
+        if delta is not None:
+            parts.append(delta.select(*self._c("incoming")))
+        return reduce(lambda a, b: a.union(b), parts)
+
+    def _null_key(self) -> Column:
+        """True for a key with a null in it. (Every key column is taken as nullable: a later round's records may
+        hold nulls where the first round's schema said none could.)"""
+        null_key = self._cols.get("null_key")
+        if null_key is None:
+            null_key = self._cols["null_key"] = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in self.keys])
+        return null_key
+
+    def _merged(self) -> DataFrame:
+        """main with the overlay applied (a plan: the group shuffles nothing)."""
+        return self._sides(None, False).groupBy(*self.keys).agg(*self._fold_columns(False))
+
+    def step(self, rnd, delta: DataFrame) -> DataFrame:
+        """Fold the round's delta (one record per key) in; return the keys that are new or changed."""
+        if self.main is None:
+            self._small = False
+            return self._adopt(rnd, self._first(delta))
+        estimate = rnd.in_flight_estimate()
+        share, min_keys = rnd.run.overlay()
+        limit = share * self.main_rows
+        # (main read back from files, or restored, is first rewritten into a round checkpoint: an overlay
+        # round reads main, and those files may go before the overlay does)
+        small = (estimate is not None and estimate <= limit and self.overlay_rows <= limit and limit > 0
+                 and self.main_rows >= min_keys and self._stored)
+        new = self._sides(delta, small).groupBy(*self.keys).agg(*self._fold_columns(small))
+        self._small = small
+        if small:
+            # the overlay keeps its keys and gains the round's changes; main's unchanged keys stay out of it
+            new = new.where(F.col(KEEP)).select(*self._c("overlay_out")).observe(NEW_KEYS_COUNTER + self.key,
+                                                                                self._c("new_keys"))
+        return self._adopt(rnd, new)
+
+    def _first(self, delta: DataFrame) -> DataFrame:
+        raise NotImplementedError
+
+    def _fold_columns(self, small: bool) -> list:
+        """The group's result columns: every aggregate column and `_sf_ch`; into the overlay (`small`) also
+        `_sf_keep` (the overlay keeps the key) and `_sf_nk` (the key is not in main)."""
+        cols = self._cols.get("fold")
+        if cols is None:
+            has_main, has_overlay = F.max(self._c("is_main")), F.max(self._c("is_overlay"))
+            values, changed = self._values(has_main, has_overlay)
+            not_in_main = F.when(has_overlay, F.first(F.when(self._c("is_overlay"), F.col(NEW_KEY)), ignorenulls=True))
+            keep = has_overlay | changed | self._null_key()
+            cols = self._cols["fold"] = [*values, changed.alias(FLAG), keep.alias(KEEP),
+                                         not_in_main.otherwise(~has_main).alias(NEW_KEY)]
+        return cols if small else cols[:-2]
+
+    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
+        """The aggregate columns of the folded key and whether the round changed (or added) it."""
+        raise NotImplementedError
 
     def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
-        """Checkpoint the new state in the round's job; return the round's output (the flagged keys)."""
+        """Checkpoint the new main or overlay in the round's job; return the round's output (the flagged keys)."""
         ck = rnd.checkpoint(self.key, new_state)
         self._next = ck
         return ck.where(self._c("flagged")).select(*self._c("plain"))
 
-    def commit(self, counts: dict) -> None:
-        """Adopt the state materialised by the round's job (called after the job)."""
+    def commit(self, counts: dict, observed: dict) -> Optional[str]:
+        """Adopt the frame materialised by the round's job (called after the job); return how the round folded
+        (`first`: the state's first records; `overlay`; `rewrite`: into main, a compaction), None if it did not."""
         if self._next is None:
-            return
-        self.main = self._next
-        self.main_rows = counts.get(self.key, self.main_rows)
+            return None
+        rows, new_keys = counts.get(self.key), observed.pop(NEW_KEYS_COUNTER + self.key, None)
+        how = "overlay" if self._small else "rewrite" if self.main is not None else "first"
+        if self._small:
+            # (no counter read back, or one that read high after a stage ran again: at most every overlay key is new)
+            self.overlay, self.overlay_rows = self._next, rows
+            self.overlay_new = rows if new_keys is None else min(new_keys, rows)
+        else:
+            self.main, self.main_rows = self._next, rows if rows is not None else self.main_rows
+            self.overlay, self.overlay_rows, self.overlay_new, self._stored = None, 0, 0, True
         self._next = None
+        return how
 
     def parts(self) -> list[DataFrame]:
-        return [self.main] if self.main is not None else []
+        return [df for df in (self.main, self.overlay) if df is not None]
+
+    def carried(self) -> tuple:
+        """What an incremental epoch's next epoch starts this state from, in this process (`preload`)."""
+        return (self.full(), self.rows,
+                (self.main, self.main_rows, self.overlay, self.overlay_rows, self.overlay_new, self._stored))
+
+    def restore(self, frame: DataFrame, rows: int) -> None:
+        """Start from `frame` (the state's records, partitioned by the keys: read back from the checkpoint or a
+        snapshot) and its count."""
+        self.main, self.main_rows = frame.select(*self._c("as_main")), rows
+        self.overlay, self.overlay_rows, self.overlay_new, self._stored = None, 0, 0, False
 
     def preload(self, start) -> None:
         """Start from an earlier epoch's state (`incremental.Start`: its records, partitioned by the keys, and
-        their count) instead of from nothing: a key is new or changed only against it."""
-        if start is not None:
-            frame, rows = start
-            self.main = frame.select(*self._c("plain"), F.lit(False).alias(FLAG))
-            self.main_rows = rows
+        their count; from an epoch of this process also its frames as they were) instead of from nothing: a key
+        is new or changed only against it."""
+        if start is None:
+            return
+        if len(start) > 2:
+            self.main, self.main_rows, self.overlay, self.overlay_rows, self.overlay_new, self._stored = start[2]
+        else:
+            self.restore(*start)
 
 
 class ReduceState(KeyedState):
@@ -109,47 +233,35 @@ class ReduceState(KeyedState):
         self.aggs = aggs  # (output column, aggregate function)
         self.delta_aggs: Optional[list] = None  # the round's aggregate Columns (Round.reduce)
 
-    def _fold_columns(self) -> dict:
-        cols = self._cols.get("fold")
-        if cols is None:
-            is_old, is_new = self._c("is_old"), self._c("is_new")
-            has_old, has_new = F.max(is_old), F.max(is_new)
-            # each side holds at most one row per key; Spark computes each distinct aggregate once
-            old = {a: F.first(F.when(is_old, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
-            inc = {a: F.first(F.when(is_new, F.col(a)), ignorenulls=True) for a, _ in self.aggs}
-            new = {a: F.when(~has_old, inc[a]).when(~has_new, old[a]).otherwise(_fold(fn, old[a], inc[a]))
-                   for a, fn in self.aggs}
-            changed = reduce(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
-            cols = self._cols["fold"] = [*(new[a].alias(a) for a, _ in self.aggs), changed.alias(FLAG)]
-        return cols
+    def _first(self, delta: DataFrame) -> DataFrame:
+        return delta.select(*self._c("new"))
 
-    def step(self, rnd, delta: DataFrame) -> DataFrame:
-        """Fold the round's aggregated delta in; return the keys that are new or changed.
+    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
+        is_main, is_overlay, is_new = self._c("is_main"), self._c("is_overlay"), self._c("is_new")
+        has_old, has_new = has_main | has_overlay, F.max(is_new)
 
-        The state and the delta (both partitioned by the keys, at most one row per key each) are
-        unioned and grouped by the keys: a keyed fold without a join, without a shuffle of the
-        state, and null keys fold like any other key."""
-        if self.main is None:
-            return self._adopt(rnd, delta.select(*self._c("new")))
-        return self._adopt(rnd, self._with_state(delta).groupBy(*self.keys).agg(*self._fold_columns()))
+        def side(which, a):  # each side holds at most one record per key
+            return F.first(F.when(which, F.col(a)), ignorenulls=True)
+
+        # the overlay's value supersedes main's: the fold is right for every aggregate, not only idempotent ones
+        old = {a: F.when(has_overlay, side(is_overlay, a)).otherwise(side(is_main, a)) for a, _ in self.aggs}
+        new = {a: F.when(~has_old, side(is_new, a)).when(~has_new, old[a]).otherwise(_fold(fn, old[a], side(is_new, a)))
+               for a, fn in self.aggs}
+        changed = reduce(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
+        return [new[a].alias(a) for a, _ in self.aggs], changed
 
 
 class DistinctState(KeyedState):
     def __init__(self, op: str, columns: list[str]):
         super().__init__(op, list(columns), list(columns))
 
+    def _first(self, df: DataFrame) -> DataFrame:
+        return df.select(*self._c("plain")).distinct().select(*self._c("new"))
+
     def step(self, rnd, df: DataFrame) -> DataFrame:
-        """The round's distinct records that no earlier round of the activation output.
+        """The round's distinct records that no earlier round of the activation output (state and the round's
+        records grouped by every column, so records with nulls are deduplicated too)."""
+        return super().step(rnd, df)
 
-        Like `ReduceState.step`: state and the round's records unioned and grouped by every column
-        (the state is already partitioned that way), so records with nulls are deduplicated too."""
-        if self.main is None:
-            return self._adopt(rnd, df.select(*self._c("plain")).distinct().select(*self._c("new")))
-        return self._adopt(rnd, self._with_state(df).groupBy(*self.columns).agg(self._first_seen()))
-
-    def _first_seen(self) -> Column:
-        """Flag: the record is not in the state (only the round's side holds it)."""
-        flag = self._cols.get("first_seen")
-        if flag is None:
-            flag = self._cols["first_seen"] = (~F.max(self._c("is_old"))).alias(FLAG)
-        return flag
+    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
+        return [], ~(has_main | has_overlay)  # a record is new when neither main nor the overlay holds it
