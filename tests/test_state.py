@@ -229,9 +229,12 @@ def test_incremental_epochs_carry_a_state_with_its_overlay_and_read_it_back(spar
     a second run (the state read back from the checkpoint); after each run the sink equals the reference."""
     from test_streaming import CC, Stream
 
-    base = _tail_edges(100, 12)
-    pair = base[11:13]  # two of the disjoint pairs
-    waves = [base, [(11, pair[0][0])], [(pair[0][1], pair[1][0])], [(pair[1][1], 10_000), (10_000, 10_001)]]
+    # a path 1000 - 1010 - ... - 1110 (its labels settle in the overlay, main keeps older ones) and disjoint
+    # pairs; the first wave ties the pair (1055, 4000) to the path's far end: its label 1055 lies between that
+    # vertex's label in main and its true one (1000), so a fold that lost the carried overlay goes wrong
+    path = list(range(1000, 1120, 10))
+    base = list(zip(path, path[1:])) + [(1055, 4000)] + [(5000 + 2 * k, 5001 + 2 * k) for k in range(100)]
+    waves = [base, [(1055, path[-1])], [(5001, 5002)], [(5003, 10_000), (10_000, 10_001)]]
     spark.conf.set(STATE_OVERLAY_MIN_KEYS, "0")
     spark.conf.set("spark.scopeflow.incremental", "always")
     try:
