@@ -131,6 +131,18 @@ def test_a_distinct_state_through_overlays_and_rewrites_keeps_each_record_once(s
     assert "overlay" in folds and "rewrite" in folds[1:], folds
 
 
+def _min_label_after(edges: list, steps: int) -> dict:
+    """Every vertex's label after `steps` rounds of synchronous min-label propagation (plain Python)."""
+    nbrs: dict = {}
+    for a, b in edges:
+        nbrs.setdefault(a, set()).add(b)
+        nbrs.setdefault(b, set()).add(a)
+    label = {v: v for v in nbrs}
+    for _ in range(steps):
+        label = {v: min([label[v], *(label[u] for u in nbrs[v])]) for v in nbrs}
+    return label
+
+
 def _tail_edges(pairs: int, path: int) -> list:
     """Disjoint pairs (settled in the first rounds) and a path in id order (a label walks it, a vertex a round)."""
     ids = list(range(path, path + 2 * pairs))
@@ -209,6 +221,12 @@ def test_a_run_resumed_from_a_snapshot_taken_mid_overlay_rewrites_the_restored_s
         assert level["round"] == mid + 1
         (state,) = level["states"].values()
         assert state["main_rows"] == len(want)  # every vertex, counted across main and the overlay
+        # the snapshot holds the labels after round `mid` (main with the overlay applied): min-label propagation
+        # `mid` steps from every vertex labelled with itself
+        i = state["main"]["frame"]
+        held = {r["id"]: r["label"] for r in spark.read.parquet(os.path.join(ck, keep, "data"))
+                .where(f"_f = {i}").select(f"s{i}.*").collect()}
+        assert held == _min_label_after(edges, mid)
         for later in snaps[mid + 1:]:
             shutil.rmtree(os.path.join(ck, later))
         os.remove(os.path.join(ck, "sinks.json"))
