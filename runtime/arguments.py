@@ -102,40 +102,27 @@ def setting_problem(key: str, value: str) -> Optional[str]:
     """What is wrong with the value of a setting scopeflow reads (None: nothing, or not one of them)."""
     if key == INCREMENTAL and value.strip().lower() not in ("auto", "off", "always"):
         return "expected auto, off or always (e.g. off: every epoch recomputes every loop)"
-    if key == INCREMENTAL_MAX_CHANGE:
-        try:
-            if float(value) >= 0:
-                return None
-        except ValueError:
-            pass
+    if key == INCREMENTAL_MAX_CHANGE and not _within(value, float, 0):
         return "expected a fraction of the input so far, at least 0 (e.g. 0.25: incremental while an epoch adds " \
                "at most 25 %)"
-    if key == LOOP_PARTITIONS and value.strip().lower() != "auto" and not _positive(value):
+    if key == LOOP_PARTITIONS and value.strip().lower() != "auto" and not _within(value, int, 1):
         return "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"
-    if key == PARTITION_BYTES and not _positive(value):
+    if key == PARTITION_BYTES and not _within(value, int, 1):
         return "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's inputs)"
-    if key == STATE_OVERLAY:
-        try:
-            if 0 <= float(value) <= 1:
-                return None
-        except ValueError:
-            pass
+    if key == STATE_OVERLAY and not _within(value, float, 0, 1):
         return "expected a share of a state's keys from 0 to 1 (e.g. 0: every round rewrites the whole state)"
-    if key == STATE_OVERLAY_MIN_KEYS:
-        try:
-            if int(value) >= 0:
-                return None
-        except ValueError:
-            pass
+    if key == STATE_OVERLAY_MIN_KEYS and not _within(value, int, 0):
         return "expected a number of keys, at least 0 (e.g. 0: a state of any size may have an overlay)"
     return None
 
 
-def _positive(text: str) -> bool:
+def _within(text: str, kind, low, high=None) -> bool:
+    """`text` is a `kind` (int or float) from `low` to `high` (no upper bound when None)."""
     try:
-        return int(text) >= 1
+        value = kind(text)
     except ValueError:
         return False
+    return low <= value and (high is None or value <= high)
 
 
 @define
