@@ -252,16 +252,14 @@ class ReduceState(KeyedState):
 
 
 class DistinctState(KeyedState):
+    """A round's output: its distinct records that no earlier round of the activation output (the state and the
+    round's records grouped by every column, so records with nulls are deduplicated too)."""
+
     def __init__(self, op: str, columns: list[str]):
         super().__init__(op, list(columns), list(columns))
 
     def _first(self, df: DataFrame) -> DataFrame:
         return df.select(*self._c("plain")).distinct().select(*self._c("new"))
-
-    def step(self, rnd, df: DataFrame) -> DataFrame:
-        """The round's distinct records that no earlier round of the activation output (state and the round's
-        records grouped by every column, so records with nulls are deduplicated too)."""
-        return super().step(rnd, df)
 
     def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
         return [], ~(has_main | has_overlay)  # a record is new when neither main nor the overlay holds it
