@@ -289,6 +289,14 @@ def provenance(partitions: int, repeats: int) -> str:
             f"end {m['load'][0]:.1f}.")
 
 
+def publish(table: str, title: str, note: str, args, partitions: int, begin: str, end: str) -> None:
+    """The end of a one-session benchmark: print its table and, unless `--no-write`, put it in RESULTS.md as
+    section `title` (between `begin` and `end`), after its provenance and `note`."""
+    print(table)
+    if not args.no_write:
+        write_section(f"### {title}\n\n{provenance(partitions, args.repeats)} {note}\n\n{table}\n", begin, end)
+
+
 def write_section(text: str, begin: str = SECTION_BEGIN, end: str = SECTION_END) -> None:
     """Put `text` between the markers `begin` and `end` in RESULTS.md (appended, after bench_cc's notes
     mark, the first time), leaving the rest of the file as it is."""

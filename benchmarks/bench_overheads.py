@@ -113,17 +113,9 @@ def main() -> int:
                              f"{', '.join(f'{s:.2f}' for s in secs)} | {med / plain:.2f}x | {extra} |")
                 print(lines[-1], flush=True)
     spark.stop()
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        write(table, args)
+    bench_kernels.publish("\n".join(lines), "What counters, --report and snapshots cost (bench_overheads.py)",
+                          "Snapshots go to the local disk.", args, PARTITIONS, SECTION_BEGIN, SECTION_END)
     return 0
-
-
-def write(table: str, args) -> None:
-    text = (f"### What counters, --report and snapshots cost (bench_overheads.py)\n\n"
-            f"{bench_kernels.provenance(PARTITIONS, args.repeats)} Snapshots go to the local disk.\n\n{table}\n")
-    bench_kernels.write_section(text, SECTION_BEGIN, SECTION_END)
 
 
 if __name__ == "__main__":

@@ -83,17 +83,10 @@ def main() -> int:
     head = ("| edges | CSV | auto chose | rounds | scopeflow, 1 partition | 2 | 4 | auto | hand delta (4) |\n"
             "|---|---|---|---|---|---|---|---|---|")
     table = head + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
-    print(table)
-    if not args.no_write:
-        write(table, args)
+    bench_kernels.publish(table, "Loop partitions: what the count costs (bench_parallelism.py)",
+                          "Seconds per run (ratio to the hand-written delta loop at 4 partitions).", args, PARTITIONS,
+                          SECTION_BEGIN, SECTION_END)
     return 0
-
-
-def write(table: str, args) -> None:
-    text = (f"### Loop partitions: what the count costs (bench_parallelism.py)\n\n"
-            f"{bench_kernels.provenance(PARTITIONS, args.repeats)} Seconds per run (ratio to the hand-written delta "
-            f"loop at 4 partitions).\n\n{table}\n")
-    bench_kernels.write_section(text, SECTION_BEGIN, SECTION_END)
 
 
 if __name__ == "__main__":

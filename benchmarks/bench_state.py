@@ -99,12 +99,9 @@ def main() -> int:
     head = ("| state keys | rounds | default s | overlay s | rewrite s | hand delta s | overlay / rewrite | "
             "default / rewrite | default / hand |\n|---|---|---|---|---|---|---|---|---|")
     table = head + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
-    print(table)
-    if not args.no_write:
-        text = (f"### A big state and a long tail of small rounds (bench_state.py)\n\n"
-                f"{bench_kernels.provenance(PARTITIONS, args.repeats)} Connected components over disjoint pairs and "
-                f"a {args.path}-vertex path: seconds per run, medians (and per round).\n\n{table}\n")
-        bench_kernels.write_section(text, SECTION_BEGIN, SECTION_END)
+    bench_kernels.publish(table, "A big state and a long tail of small rounds (bench_state.py)",
+                          f"Connected components over disjoint pairs and a {args.path}-vertex path: seconds per run, "
+                          "medians (and per round).", args, PARTITIONS, SECTION_BEGIN, SECTION_END)
     return 0
 
 
