@@ -9,6 +9,8 @@ from typing import Optional
 
 from attrs import define
 
+from scopeflow.runtime.errors import RuntimeFailure
+
 
 def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
     """The options of `scopeflow run` and of a generated script: one list for both. Without `writes`
@@ -114,6 +116,15 @@ def setting_problem(key: str, value: str) -> Optional[str]:
     if key == STATE_OVERLAY_MIN_KEYS and not _within(value, int, 0):
         return "expected a number of keys, at least 0 (e.g. 0: a state of any size may have an overlay)"
     return None
+
+
+def check_setting(key: str, value: Optional[str]) -> None:
+    """Fail on a bad value of a setting met at run time (set in a `config` block or the session itself): `--conf`
+    refuses the same values before Spark starts (`setting_problem`)."""
+    problem = setting_problem(key, value) if value is not None else None
+    if problem:
+        raise RuntimeFailure(f"{key}={value}: {problem}", hint=f"set it with --conf {key}=..., which checks it "
+                             "before Spark starts")
 
 
 def _within(text: str, kind, low, high=None) -> bool:

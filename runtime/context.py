@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import failures, jobs, parallelism
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime import targets
-from scopeflow.runtime.arguments import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS, setting_problem
+from scopeflow.runtime.arguments import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS, check_setting
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
@@ -197,10 +197,7 @@ class RunContext:
             values = []
             for key, default, kind in ((STATE_OVERLAY, OVERLAY_SHARE, float), (STATE_OVERLAY_MIN_KEYS, OVERLAY_MIN_KEYS, int)):
                 text = self.spark.conf.get(key, None)
-                problem = setting_problem(key, text) if text is not None else None
-                if problem:
-                    raise RuntimeFailure(f"{key}={text}: {problem}",
-                                         hint=f"set it with --conf {key}=..., which checks it before Spark starts")
+                check_setting(key, text)
                 values.append(default if text is None else kind(text))
             self._overlay = (values[0] if self.checkpoints.counted_in_plans else 0.0, values[1])
         return self._overlay

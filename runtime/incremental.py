@@ -34,9 +34,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scopeflow.runtime import failures
-from scopeflow.runtime.arguments import INCREMENTAL, INCREMENTAL_MAX_CHANGE, setting_problem
+from scopeflow.runtime.arguments import INCREMENTAL, INCREMENTAL_MAX_CHANGE, check_setting
 from scopeflow.runtime.context import RunContext
-from scopeflow.runtime.errors import RuntimeFailure
 from scopeflow.runtime.round import Pieces, union_all
 from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
@@ -179,10 +178,7 @@ def settings(spark) -> tuple[str, float]:
     values = {INCREMENTAL: spark.conf.get(INCREMENTAL, None) or "auto",
               INCREMENTAL_MAX_CHANGE: spark.conf.get(INCREMENTAL_MAX_CHANGE, None)}
     for key, value in values.items():
-        problem = setting_problem(key, value) if value is not None else None
-        if problem:
-            raise RuntimeFailure(f"{key}={value}: {problem}", hint=f"set it with --conf {key}=..., which checks it "
-                                 "before Spark starts")
+        check_setting(key, value)
     limit = values[INCREMENTAL_MAX_CHANGE]
     return values[INCREMENTAL].strip().lower(), DEFAULT_MAX_CHANGE if limit is None else float(limit)
 
