@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime.counters import CHECKPOINT_COUNTER, FED_COUNTER, operator_times
+from scopeflow.runtime.counters import CHECKPOINT_COUNTER, FED_COUNTER
 from scopeflow.runtime.state import DistinctState, ReduceState
 
 
@@ -204,8 +204,7 @@ class Round:
             if name not in keys and base in observed:
                 observed[name] = observed[base]
         if run.detailed and run.jvm_metrics:
-            for op, ms in operator_times([(key, pre) for key, pre, _ in self.pending]).items():
-                run.report.task_ms[op] = run.report.task_ms.get(op, 0.0) + ms
+            run.report.time_operators([(key, pre) for key, pre, _ in self.pending])
         return counts, observed
 
 

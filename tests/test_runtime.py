@@ -549,6 +549,29 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
     assert ops["n009"]["seconds"] > ops["n011"]["seconds"]  # the fold vs a projection
 
 
+def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
+    """--report reads operator times from each round's plans on a thread of its own; a walk that fails (a run
+    that stopped Spark) leaves the report written, saying its times are incomplete, with the times it has."""
+    from scopeflow.runtime.report import RunReport
+
+    report = RunReport("p", "f", {})
+
+    class Broken:  # a frame whose plan cannot be read
+        @property
+        def _jdf(self):
+            raise RuntimeError("the JVM is gone")
+
+    report.task_ms["n003"] = 5.0  # an earlier round's walk, already added
+    report.time_operators([("n009/state", Broken())])
+    path = tmp_path / "run.json"
+    report.write(str(path), "failed", "boom")
+    data = json.loads(path.read_text())
+    assert data["status"] == "failed" and data["operator_times"].startswith("incomplete")
+    assert data["operators"]["n003"]["seconds"] == 0.005
+    report.write(str(path), "failed", "boom")  # written again: nothing left to wait for
+    assert json.loads(path.read_text())["operators"]["n003"]["seconds"] == 0.005
+
+
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
     """Refused before Spark starts (exit 2, no JVM, so no JVM log), naming the source and its line."""
     flow = write_flow(tmp_path, """
