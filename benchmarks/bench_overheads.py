@@ -84,8 +84,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--graphs", default="random200k,chain32")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="a comma-separated subset of the variants (plain is always run: the others are compared with it)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    variants = ["plain", *(v for v in args.variants.split(",") if v != "plain")]
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        ap.error(f"unknown variants: {', '.join(sorted(unknown))} (known: {', '.join(VARIANTS)})")
 
     from scopeflow.runtime.session import build_session
 
@@ -98,14 +104,14 @@ def main() -> int:
         for name in args.graphs.split(","):
             path = graph(name, folder)
             work = os.path.join(folder, "work")
-            results: dict = {v: [] for v in VARIANTS}
-            for v in VARIANTS:  # warm-up
+            results: dict = {v: [] for v in variants}
+            for v in variants:  # warm-up
                 run(spark, v, path, work)
             for _ in range(args.repeats):
-                for v in VARIANTS:
+                for v in variants:
                     results[v].append(run(spark, v, path, work))
             plain = statistics.median(r["seconds"] for r in results["plain"])
-            for v in VARIANTS:
+            for v in variants:
                 secs = [r["seconds"] for r in results[v]]
                 med, rounds = statistics.median(secs), results[v][0]["rounds"]
                 extra = "" if v == "plain" else f"{(med - plain) / rounds * 1000:+.0f}"
