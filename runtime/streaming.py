@@ -759,7 +759,7 @@ class StreamRun:
         del self.epochs[:-REPORTED_EPOCHS]  # (a query that runs for months keeps the last ones)
         if "skipped" not in entry:
             self.stats = {"stats_epoch": entry["epoch"], **{k: v for k, v in run.report.document().items()
-                                                            if k in ("loops", "operators")}}
+                                                            if k in ("loops", "operators", "operator_times")}}
         rounds = "; ".join(f"{lp['scope']} {lp['rounds']} round{'s' if lp['rounds'] != 1 else ''}"
                            + (" (incremental)" if lp["strategy"] == "incremental" else "") for lp in entry["loops"])
         files = f"{entry['files']} file{'s' if entry['files'] != 1 else ''}, " if entry["files"] else ""

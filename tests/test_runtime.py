@@ -561,15 +561,48 @@ def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
         def _jdf(self):
             raise RuntimeError("the JVM is gone")
 
-    report.task_ms["n003"] = 5.0  # an earlier round's walk, already added
+    class Plan:  # an executed plan of one node with one timing metric, as py4j shows it
+        def __init__(self, ms):
+            self.ms = ms
+
+        def nodeName(self):
+            return "SortMergeJoin"
+
+        def name(self):
+            return "SortMergeJoin"
+
+        def metrics(self):
+            metric = type("M", (), {"metricType": lambda _: "timing", "value": lambda _: self.ms})()
+            pair = type("KV", (), {"_1": lambda _: "time", "_2": lambda _: metric})()
+            return Seq([pair])
+
+        def children(self):
+            return Seq([])
+
+    class Seq(list):
+        def iterator(self):
+            it = iter(self)
+            box = type("It", (), {})()
+            box.pending = list(self)
+            box.hasNext = lambda: bool(box.pending)
+            box.next = lambda: box.pending.pop(0)
+            return box
+
+    class Frame:
+        def __init__(self, ms):
+            qe = type("QE", (), {"executedPlan": lambda _: Plan(ms)})()
+            self._jdf = type("J", (), {"queryExecution": lambda _: qe})()
+
+    report.time_operators([("n003/state", Frame(5.0))])  # a round whose plans are read
     report.time_operators([("n009/state", Broken())])
+    report.time_operators([("n003/state", Frame(2.0))])  # a later round, read after the failed walk
     path = tmp_path / "run.json"
     report.write(str(path), "failed", "boom")
     data = json.loads(path.read_text())
     assert data["status"] == "failed" and data["operator_times"].startswith("incomplete")
-    assert data["operators"]["n003"]["seconds"] == 0.005
+    assert data["operators"]["n003"]["seconds"] == 0.007 and "n009" not in data["operators"]
     report.write(str(path), "failed", "boom")  # written again: nothing left to wait for
-    assert json.loads(path.read_text())["operators"]["n003"]["seconds"] == 0.005
+    assert json.loads(path.read_text())["operators"]["n003"]["seconds"] == 0.007
 
 
 def test_missing_input_names_the_source_and_line(tmp_path, run_cli):
