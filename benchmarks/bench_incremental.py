@@ -229,11 +229,12 @@ def hand(spark, paths: list, kernel: str, partitions: int, source: int = 0) -> d
             state, rounds = settle(initial(ids).sortWithinPartitions("id"), [base])
         else:
             new = arcs.localCheckpoint(eager=True)
-            waves = new if held["waves"] is None else held["waves"].unionByName(new)
-            newer = prepare(waves)
+            # every wave so far, in one checkpoint (no growing chain of unions), prepared from it
+            waves = new if held["waves"] is None else held["waves"].unionByName(new).localCheckpoint(eager=True)
             if held["newer"] is not None:
                 held["newer"].unpersist()
-            held["waves"], held["newer"] = waves.localCheckpoint(eager=True), newer
+            newer = prepare(waves)
+            held["waves"], held["newer"] = waves, newer
             ends = new.select(F.col("src").alias("id")).unionByName(new.select(F.col("dst").alias("id"))).distinct()
             fresh = initial(ends.join(state, "id", "left_anti")).select("id", "v", F.lit(False).alias("changed"))
             seen = state.unionByName(fresh).sortWithinPartitions("id")
