@@ -1,14 +1,49 @@
 """Spark's jobs as a run sees them: each round's jobs are tagged with a job group, so the status tracker can
-count them (one Spark job per round is the runtime's design) and say what they were when there are more."""
+count them (one Spark job per round is the runtime's design) and say what they were when there are more.
+
+A round also names its call site (`set_job_group(site=...)`): Spark's UI shows its jobs and stages as `loop cc
+round 3` rather than a line of py4j, and Spark skips what finding a call site costs otherwise: every RDD a
+round's plan creates walks the driver's stack and matches each frame against patterns (`Utils.getCallSite`;
+measured on a 360-round chain loop, together with `LOOP_CONF`'s simple plan description, ~8 % of a round).
+Loops put the tags back as they found them when they end (`tagged`), so the jobs after a loop are not named
+after its last round."""
 from __future__ import annotations
 
-from scopeflow.runtime.deployment import is_connect
+from contextlib import contextmanager
+from typing import Optional
+
+from scopeflow.runtime.deployment import is_connect, is_stopped
+
+# Spark's local properties of a job's group, description and call site (SparkContext, CallSite)
+TAGS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel", "callSite.short",
+        "callSite.long")
 
 
-def set_job_group(spark, group: str, description: str) -> None:
-    """Tag the following Spark jobs with `group` (a no-op over Spark Connect, which has no job groups)."""
-    if not is_connect(spark):
-        spark.sparkContext.setJobGroup(group, description)
+def set_job_group(spark, group: str, description: str, site: Optional[str] = None) -> None:
+    """Tag the following Spark jobs of this thread with `group`, and with `site` as their call site (without one,
+    Spark finds it in the stack); a no-op over Spark Connect, which has no job groups."""
+    if is_connect(spark):
+        return
+    sc = spark.sparkContext
+    sc.setJobGroup(group, description)
+    sc.setLocalProperty("callSite.short", site)
+    sc.setLocalProperty("callSite.long", None if site is None else description)
+
+
+@contextmanager
+def tagged(spark):
+    """Put this thread's job group, description and call site back as they were after the block."""
+    if is_connect(spark):
+        yield
+        return
+    sc = spark.sparkContext
+    saved = {key: sc.getLocalProperty(key) for key in TAGS}
+    try:
+        yield
+    finally:
+        if not is_stopped(spark):  # (a run that stopped Spark has nothing to put back)
+            for key, value in saved.items():
+                sc.setLocalProperty(key, value)
 
 
 def jobs_in_group(spark, group: str) -> int:

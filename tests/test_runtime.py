@@ -40,6 +40,31 @@ def test_every_round_is_one_spark_job(spark, example_copy, example, scopes):
         assert_one_job_per_round(job, scope)
 
 
+def test_rounds_name_their_jobs_and_put_the_callers_tags_back(spark, example_copy):
+    # a round's stages are named after it in Spark's UI (its call site, which Spark then does not look for
+    # frame by frame); after the loop, the job group, description and call site are the caller's again
+    sc = spark.sparkContext
+    sc.setJobGroup("caller", "the caller's jobs")
+    sc.setLocalProperty("callSite.short", "caller site")
+    try:
+        job = run_file(example_copy("connected_components.flow"), spark=spark)
+        tags = {key: sc.getLocalProperty(key) for key in ("spark.jobGroup.id", "spark.job.description",
+                                                          "callSite.short", "callSite.long")}
+    finally:
+        sc.setLocalProperty("callSite.short", None)
+        sc.setJobGroup(None, None)
+    assert tags == {"spark.jobGroup.id": "caller", "spark.job.description": "the caller's jobs",
+                    "callSite.short": "caller site", "callSite.long": None}
+    tracker = sc.statusTracker()
+    for round_no in (1, 2):
+        stages = {s for j in tracker.getJobIdsForGroup(f"scopeflow:{job.run_id}:cc#1/r{round_no}")
+                  for s in tracker.getJobInfo(j).stageIds}
+        assert stages, round_no
+        names = {tracker.getStageInfo(s).name for s in stages}
+        # (a stage is named after the round that made its RDD: a shuffle read back may be an earlier round's)
+        assert f"loop cc round {round_no}" in names and all(n.startswith("loop cc round ") for n in names), names
+
+
 def assert_one_job_per_round(job, scope: str) -> None:
     rounds = loop_rounds(job, scope)
     assert rounds, scope
