@@ -14,6 +14,7 @@ from scopeflow.compiler.plan import PythonModule
 from scopeflow.dsl import ast as A
 from scopeflow.dsl.diagnostics import FlowError, did_you_mean
 from scopeflow.dsl.files import UnreadableFlow
+from scopeflow.stdlib.settings import SETTINGS, setting_problem
 from scopeflow.stdlib.types import SCALARS, is_valid_type, widen
 
 
@@ -70,7 +71,14 @@ def _param(decl, stmt: A.ParamDecl, base_dir, loader, error) -> None:
 
 def _config(decl, stmt: A.ConfigDecl, base_dir, loader, error) -> None:
     v = stmt.value.value
-    decl.config[stmt.key] = str(v).lower() if isinstance(v, bool) else str(v)
+    value = str(v).lower() if isinstance(v, bool) else str(v)
+    problem = setting_problem(stmt.key, value)  # (a setting of scopeflow's own; Spark checks its own when it starts)
+    if problem:
+        known = stmt.key in SETTINGS
+        return error("E0120", f"config \"{stmt.key}\"" + (f" = \"{value}\": {problem}" if known else f": {problem}"),
+                     stmt.value.span if known else stmt.span, "bad value" if known else "unknown setting",
+                     ["docs/cli.md lists the settings scopeflow reads"])
+    decl.config[stmt.key] = value
 
 
 def _use(decl, stmt: A.UseDecl, base_dir, loader, error) -> None:

@@ -10,6 +10,9 @@ from typing import Optional
 from attrs import define
 
 from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.stdlib.settings import (INCREMENTAL, INCREMENTAL_MAX_CHANGE, LOOP_PARTITIONS,  # noqa: F401
+                                       PARTITION_BYTES, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS,
+                                       setting_problem)
 
 
 def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
@@ -92,48 +95,13 @@ def parse_conf(items: list[str]) -> dict:
     return out
 
 
-INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
-INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
-LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
-PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
-STATE_OVERLAY = "spark.scopeflow.stateOverlay"  # a share of a state's keys; 0: every round rewrites it (runtime/state.py)
-STATE_OVERLAY_MIN_KEYS = "spark.scopeflow.stateOverlayMinKeys"  # states smaller than this are rewritten every round
-
-
-def setting_problem(key: str, value: str) -> Optional[str]:
-    """What is wrong with the value of a setting scopeflow reads (None: nothing, or not one of them)."""
-    if key == INCREMENTAL and value.strip().lower() not in ("auto", "off", "always"):
-        return "expected auto, off or always (e.g. off: every epoch recomputes every loop)"
-    if key == INCREMENTAL_MAX_CHANGE and not _within(value, float, 0):
-        return "expected a fraction of the input so far, at least 0 (e.g. 0.25: incremental while an epoch adds " \
-               "at most 25 %)"
-    if key == LOOP_PARTITIONS and value.strip().lower() != "auto" and not _within(value, int, 1):
-        return "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"
-    if key == PARTITION_BYTES and not _within(value, int, 1):
-        return "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's inputs)"
-    if key == STATE_OVERLAY and not _within(value, float, 0, 1):
-        return "expected a share of a state's keys from 0 to 1 (e.g. 0: every round rewrites the whole state)"
-    if key == STATE_OVERLAY_MIN_KEYS and not _within(value, int, 0):
-        return "expected a number of keys, at least 0 (e.g. 0: a state of any size may have an overlay)"
-    return None
-
-
 def check_setting(key: str, value: Optional[str]) -> None:
-    """Fail on a bad value of a setting met at run time (set in a `config` block or the session itself): `--conf`
-    refuses the same values before Spark starts (`setting_problem`)."""
+    """Fail on a bad value of a setting met at run time (set in the session some other way: `--conf` refuses the
+    same values before Spark starts, the compiler a `config` line of the .flow file)."""
     problem = setting_problem(key, value) if value is not None else None
     if problem:
-        raise RuntimeFailure(f"{key}={value}: {problem}", hint=f"set it with --conf {key}=..., which checks it "
-                             "before Spark starts")
-
-
-def _within(text: str, kind, low, high=None) -> bool:
-    """`text` is a `kind` (int or float) from `low` to `high` (no upper bound when None)."""
-    try:
-        value = kind(text)
-    except ValueError:
-        return False
-    return low <= value and (high is None or value <= high)
+        raise RuntimeFailure(f"{key}={value}: {problem}", code="E0120",
+                             hint=f"set it with --conf {key}=..., which checks it before Spark starts")
 
 
 @define

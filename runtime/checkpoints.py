@@ -21,23 +21,21 @@ from typing import Optional
 from pyspark.sql import DataFrame
 
 from scopeflow.runtime.deployment import is_connect, is_local
-from scopeflow.runtime.errors import RuntimeFailure
+from scopeflow.runtime.arguments import check_setting
+from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
-CHECKPOINT_MODE = "spark.scopeflow.checkpoint"  # auto | local | replicated | reliable
-CHECKPOINT_DIR = "spark.scopeflow.checkpointDir"
-CONNECT_RESET = "spark.scopeflow.connect.statsResetEvery"
+CHECKPOINT_MODE = CHECKPOINT  # auto | local | replicated | reliable
 CONNECT_RESET_EVERY = 8
-CONNECT_SCRATCH = "spark.scopeflow.connect.scratchDir"
 
 
 def checkpoint_mode(spark) -> str:
     if is_connect(spark):
         return "connect"
     mode = spark.sparkContext._conf.get(CHECKPOINT_MODE, "auto")  # not getConf(): it copies every entry over py4j
+    check_setting(CHECKPOINT_MODE, mode)
+    mode = mode.strip().lower()
     if mode == "auto":
         return "local" if is_local(spark) else "replicated"
-    if mode not in ("local", "replicated", "reliable"):
-        raise RuntimeFailure(f"{CHECKPOINT_MODE}={mode}: expected auto, local, replicated or reliable")
     return mode
 
 

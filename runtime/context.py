@@ -39,6 +39,7 @@ from scopeflow.runtime.state import OVERLAY_MIN_KEYS, OVERLAY_SHARE
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
+from scopeflow.stdlib.settings import COMBINE_ABOVE
 from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -61,7 +62,6 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
-COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 COMBINE_ABOVE_DEFAULT = 100_000
 # pyspark logs a failure with a query context as a line of JSON on stderr when it converts it; scopeflow
 # tells the failure itself (and keeps it in the JVM log), so these are quiet while a run acts
@@ -186,11 +186,8 @@ class RunContext:
         """How many records a round must feed back (at least) for the next round to combine a reduce's feedback."""
         if self._combine_above is None:
             text = self.spark.conf.get(COMBINE_ABOVE, None)
-            try:
-                self._combine_above = COMBINE_ABOVE_DEFAULT if text is None else int(text)
-            except ValueError:
-                raise RuntimeFailure(f"{COMBINE_ABOVE}={text}: expected a number of records",
-                                     hint="e.g. --conf spark.scopeflow.combineAbove=0 (always combine)") from None
+            check_setting(COMBINE_ABOVE, text)
+            self._combine_above = COMBINE_ABOVE_DEFAULT if text is None else int(text)
         return self._combine_above
 
     def overlay(self) -> tuple[float, int]:

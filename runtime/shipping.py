@@ -17,8 +17,8 @@ import zipfile
 
 from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.stdlib.python_modules import is_user_module
+from scopeflow.stdlib.settings import SHIP
 
-SHIP = "spark.scopeflow.ship"  # true | false: ship the runtime zip to executors
 # The zips already shipped to a SparkContext (or a Connect session): adding one twice is an error over Connect,
 # and would make every task carry it twice. Weakly keyed: it goes with the session.
 _SHIPPED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

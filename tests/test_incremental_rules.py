@@ -269,6 +269,7 @@ def test_explain_and_the_graph_show_each_loops_strategy():
     ("spark.scopeflow.incremental=sometimes", "expected auto, off or always"),
     ("spark.scopeflow.incremental.maxChange=ten", "expected a fraction of the input so far"),
     ("spark.scopeflow.incremental.maxChange=-0.5", "at least 0"),
+    ("spark.scopeflow.incremnetal=off", "not a scopeflow setting (did you mean spark.scopeflow.incremental?)"),
 ])
 def test_a_bad_incremental_setting_is_a_usage_error_before_spark_starts(run_cli, tmp_path, setting, says):
     (tmp_path / "in").mkdir()

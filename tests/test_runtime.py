@@ -221,6 +221,7 @@ def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, c
         run_file(flow, spark=spark)
     assert rounds == [], "fails before the loop's first round"
     assert "spark.scopeflow.combineAbove=lots" in str(info.value) and "number of records" in str(info.value)
+    assert info.value.code == "E0120"
     assert not os.path.exists(os.path.join(os.path.dirname(flow), "out/components"))
 
 
@@ -733,17 +734,26 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
 
 
-def test_a_flows_config_applies_to_its_run_on_a_callers_session(spark, example_copy, capsys):
+def test_a_flows_config_applies_to_its_run_on_a_callers_session(spark, example_copy, capsys, monkeypatch):
     """`config` reaches a session the caller gave (scopeflow's own keys too, which Spark does not know),
     only for the run: after it the session has its own values again, also when the run failed."""
+    from scopeflow.runtime import loop
     from scopeflow.runtime.errors import RuntimeFailure
 
     flow = example_copy("connected_components.flow")
     text = open(flow).read()
-    open(flow, "w").write('config "spark.scopeflow.combineAbove" = "lots"\n'
+    open(flow, "w").write('config "spark.scopeflow.combineAbove" = "7"\n'
                           'config "spark.sql.warehouse.dir" = "/elsewhere"\n' + text)
-    with pytest.raises(RuntimeFailure, match="spark.scopeflow.combineAbove=lots"):
+    seen = []
+
+    def failing_round(*args, **kwargs):
+        seen.append(spark.conf.get("spark.scopeflow.combineAbove", None))
+        raise RuntimeFailure("the round failed")
+
+    monkeypatch.setattr(loop, "Round", failing_round)
+    with pytest.raises(RuntimeFailure, match="the round failed"):
         run_file(flow, spark=spark)
+    assert seen == ["7"]
     assert spark.conf.get("spark.scopeflow.combineAbove", None) is None
     assert "config spark.sql.warehouse.dir is fixed when a Spark session starts" in capsys.readouterr().err
     assert spark.conf.get("spark.sql.warehouse.dir") != "/elsewhere"

@@ -397,3 +397,38 @@ sink e | sssp(start) -> console()
     assert not result.errors
     wheres = [n for n in result.plan.nodes.values() if n.kind == "where"]
     assert [w.cond.args[1] for w in wheres] == [X.TParam("start", "long")]
+
+
+# ---- scopeflow's settings (stdlib/settings.py) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, good, bad", [
+    ("spark.scopeflow.checkpoint", ["auto", "Reliable", "local", "replicated"], ["files", ""]),
+    ("spark.scopeflow.connect.statsResetEvery", ["0", "8"], ["-1", "eight"]),
+    ("spark.scopeflow.combineAbove", ["0", "100000"], ["-5", "1e5"]),
+    ("spark.scopeflow.incremental", ["auto", "OFF", "always"], ["sometimes"]),
+    ("spark.scopeflow.incremental.maxChange", ["0", "0.25", "3"], ["-0.1", "ten"]),
+    ("spark.scopeflow.loopPartitions", ["auto", "1", "64"], ["0", "many"]),
+    ("spark.scopeflow.loopPartitionBytes", ["1", "4194304"], ["0", "4M"]),
+    ("spark.scopeflow.stateOverlay", ["0", "0.25", "1"], ["1.5", "-0.1"]),
+    ("spark.scopeflow.stateOverlayMinKeys", ["0", "300000"], ["-1", "lots"]),
+    ("spark.scopeflow.ship", ["true", "False"], ["no"]),
+    ("spark.scopeflow.checkpointDir", ["hdfs://nn/x", "/tmp/x"], []),
+])
+def test_scopeflow_settings_accept_what_the_docs_say(key, good, bad):
+    from scopeflow.stdlib.settings import SETTINGS, setting_problem
+
+    assert key in SETTINGS
+    assert [v for v in good if setting_problem(key, v) is not None] == []
+    assert [v for v in bad if setting_problem(key, v) is None] == []
+
+
+def test_an_unknown_scopeflow_setting_is_refused_with_the_close_match():
+    from scopeflow.stdlib.settings import SETTINGS, setting_problem
+
+    assert setting_problem("spark.scopeflow.loopPartiton", "2") == \
+        "not a scopeflow setting (did you mean spark.scopeflow.loopPartitions?)"
+    assert "scopeflow reads spark.scopeflow.checkpoint," in setting_problem("spark.scopeflow.zzz", "1")
+    assert setting_problem("spark.sql.shuffle.partitions", "anything") is None  # Spark's own: Spark checks them
+    documented = open(os.path.join(os.path.dirname(__file__), "..", "docs", "cli.md"), encoding="utf-8").read()
+    assert [k for k in SETTINGS if f"| `{k}` |" not in documented] == []
