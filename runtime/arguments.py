@@ -11,7 +11,7 @@ from attrs import define
 
 from scopeflow.runtime.errors import RuntimeFailure
 from scopeflow.stdlib.settings import (INCREMENTAL, INCREMENTAL_MAX_CHANGE, LOOP_PARTITIONS,  # noqa: F401
-                                       PARTITION_BYTES, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS,
+                                       PARTITION_BYTES, PREFIX, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS,
                                        setting_problem)
 
 
@@ -102,6 +102,16 @@ def check_setting(key: str, value: Optional[str]) -> None:
     if problem:
         raise RuntimeFailure(f"{key}={value}: {problem}", code="E0120",
                              hint=f"set it with --conf {key}=..., which checks it before Spark starts")
+
+
+def check_session_settings(spark) -> None:
+    """Fail on a bad `spark.scopeflow.*` entry of the session's Spark configuration (spark-submit's --conf,
+    spark-defaults.conf, a builder's config): a key scopeflow does not know, or a bad value. Over Spark Connect
+    the server's configuration is not the client's to list; the settings scopeflow reads are checked as read."""
+    if not hasattr(spark, "_jsc"):
+        return
+    for entry in spark.sparkContext._jsc.sc().conf().getAllWithPrefix(PREFIX):  # (a few JVM calls, two an entry)
+        check_setting(PREFIX + entry._1(), entry._2())
 
 
 @define

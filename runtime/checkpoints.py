@@ -20,8 +20,8 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
-from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.runtime.arguments import check_setting
+from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CHECKPOINT_MODE = CHECKPOINT  # auto | local | replicated | reliable
@@ -57,7 +57,9 @@ class Checkpoints:
     def make(self, df: DataFrame, round_no: Optional[int] = None) -> DataFrame:
         """The lazy checkpoint of a round's frame (materialised by the round's one Spark job)."""
         if self.mode == "connect":
-            every = int(self.spark.conf.get(CONNECT_RESET, str(CONNECT_RESET_EVERY)))
+            text = self.spark.conf.get(CONNECT_RESET, None)
+            check_setting(CONNECT_RESET, text)
+            every = CONNECT_RESET_EVERY if text is None else int(text)
             if round_no is not None and every > 0 and round_no % every == every - 1:
                 return self._connect_reset(df)
             return df.localCheckpoint(eager=False)

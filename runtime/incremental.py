@@ -175,12 +175,13 @@ def loop_specs(module) -> list[LoopSpec]:
 def settings(spark) -> tuple[str, float]:
     """`spark.scopeflow.incremental` and `spark.scopeflow.incremental.maxChange` (checked: `--conf` checks them
     before Spark starts, this a value set otherwise)."""
-    values = {INCREMENTAL: spark.conf.get(INCREMENTAL, None) or "auto",
+    values = {INCREMENTAL: spark.conf.get(INCREMENTAL, None),
               INCREMENTAL_MAX_CHANGE: spark.conf.get(INCREMENTAL_MAX_CHANGE, None)}
     for key, value in values.items():
         check_setting(key, value)
-    limit = values[INCREMENTAL_MAX_CHANGE]
-    return values[INCREMENTAL].strip().lower(), DEFAULT_MAX_CHANGE if limit is None else float(limit)
+    mode, limit = values[INCREMENTAL], values[INCREMENTAL_MAX_CHANGE]
+    return ("auto" if mode is None else mode.strip().lower(),
+            DEFAULT_MAX_CHANGE if limit is None else float(limit))
 
 
 def bounded_fingerprint(path: str) -> Optional[dict]:

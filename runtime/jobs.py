@@ -3,10 +3,9 @@ count them (one Spark job per round is the runtime's design) and say what they w
 
 A round also names its call site (`set_job_group(site=...)`): Spark's UI shows its jobs and stages as `loop cc
 round 3` rather than a line of py4j, and Spark skips what finding a call site costs otherwise: every RDD a
-round's plan creates walks the driver's stack and matches each frame against patterns (`Utils.getCallSite`;
-measured on a 360-round chain loop, together with `LOOP_CONF`'s simple plan description, ~8 % of a round).
-Loops put the tags back as they found them when they end (`tagged`), so the jobs after a loop are not named
-after its last round."""
+round's plan creates walks the driver's stack and matches each frame against patterns (`Utils.getCallSite`, ~1-2 %
+of the driver's samples while a round checkpoints, profiled with JFR). Loops put the tags back as they found them
+when they end (`tagged`), so the jobs after a loop are not named after its last round."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -40,10 +39,19 @@ def tagged(spark):
     saved = {key: sc.getLocalProperty(key) for key in TAGS}
     try:
         yield
-    finally:
-        if not is_stopped(spark):  # (a run that stopped Spark has nothing to put back)
-            for key, value in saved.items():
-                sc.setLocalProperty(key, value)
+    except BaseException:
+        try:
+            _put_back(spark, saved)
+        except Exception:  # (the JVM is gone too: the failure that got here is the one to tell)
+            pass
+        raise
+    _put_back(spark, saved)
+
+
+def _put_back(spark, saved: dict) -> None:
+    if not is_stopped(spark):  # (a run that stopped Spark has nothing to put back)
+        for key, value in saved.items():
+            spark.sparkContext.setLocalProperty(key, value)
 
 
 def jobs_in_group(spark, group: str) -> int:

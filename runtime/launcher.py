@@ -15,7 +15,8 @@ import uuid
 from typing import Optional
 
 from scopeflow.runtime import failures
-from scopeflow.runtime.arguments import SnapshotOptions, UsageError, add_run_arguments, parse_conf, parse_params
+from scopeflow.runtime.arguments import (SnapshotOptions, UsageError, add_run_arguments, check_session_settings,
+                                         check_setting, parse_conf, parse_params)
 from scopeflow.runtime.context import RunContext, settings
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, exit_codes_help
 from scopeflow.runtime.interrupts import Interrupted, stop_on_interrupt
@@ -59,12 +60,15 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                   restarted=is_stream and not stream.full_refresh and restarted(checkpoint))
         if report:
             _report_folder(report)
+        for key, value in (conf or {}).items():  # (the CLI's --conf were checked as parsed; a caller's dict here)
+            check_setting(key, str(value))
         if spark is None:
             spark = build_session(f"scopeflow:{module.PIPELINE}", master, remote, {**module.CONFIG, **(conf or {})},
                                   verbose)
             config = {}  # the session was built with them
         else:  # a caller's session: this run's `config` applies to this run only
             config = module.CONFIG
+        check_session_settings(spark)
         if is_stream:
             with settings(spark, config, on_fixed=_fixed):
                 loop_snapshots = snapshots if snapshots is not None and snapshots.of_loops(module) else None

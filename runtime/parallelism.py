@@ -22,9 +22,8 @@ from typing import Optional
 
 from attrs import frozen
 
-from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES, setting_problem
+from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES, check_setting
 from scopeflow.runtime.deployment import is_connect
-from scopeflow.runtime.errors import RuntimeFailure
 
 PARTITION_BYTES_DEFAULT = 4 * 1024 * 1024
 UNKNOWN = 1 << 62  # Spark's default estimate is Long.MaxValue (8 EiB): an unknown size
@@ -48,10 +47,10 @@ def choose(spark, full: int, frames: list) -> Parallelism:
     session's `full` count."""
     pinned = _setting(spark, LOOP_PARTITIONS, "auto")
     if pinned != "auto":
-        return Parallelism(_positive(LOOP_PARTITIONS, pinned), f"pinned by {LOOP_PARTITIONS}")
+        return Parallelism(int(pinned), f"pinned by {LOOP_PARTITIONS}")
     if is_connect(spark):
         return Parallelism(full, "Spark Connect gives no size estimates: the session's shuffle partitions")
-    per = _positive(PARTITION_BYTES, _setting(spark, PARTITION_BYTES, str(PARTITION_BYTES_DEFAULT)))
+    per = int(_setting(spark, PARTITION_BYTES, str(PARTITION_BYTES_DEFAULT)))
     sizes = [estimated_bytes(df) for df in frames]
     if not sizes or any(s is None or s >= UNKNOWN for s in sizes):
         return Parallelism(full, "its inputs' size is not known: the session's shuffle partitions")
@@ -74,17 +73,11 @@ def estimated_bytes(df) -> Optional[int]:
 
 
 def _setting(spark, key: str, default: str) -> str:
-    return (spark.conf.get(key, None) or default).strip().lower()
+    """The setting's value (checked: `--conf` and the compiler check it before, this a value set otherwise)."""
+    text = spark.conf.get(key, None)
+    check_setting(key, text)
+    return (default if text is None else text).strip().lower()
 
-
-def _positive(key: str, text: str) -> int:
-    """The setting's value; a bad one fails as `--conf` refuses it before Spark starts (`setting_problem`), for a
-    value set some other way (a `config` block, a session's own settings)."""
-    problem = setting_problem(key, text)
-    if problem:
-        example = "1" if key == LOOP_PARTITIONS else str(PARTITION_BYTES_DEFAULT)
-        raise RuntimeFailure(f"{key}={text}: {problem}", hint=f"e.g. --conf {key}={example}")
-    return int(text)
 
 
 def _human(n: int) -> str:

@@ -96,7 +96,8 @@ def prepare(spark) -> None:
     connect = is_connect(spark)
     if not connect and is_local(spark):
         return
-    if not connect and spark.sparkContext.getConf().get(SHIP, "true").lower() == "false":
+    if not connect and spark.sparkContext._conf.get(SHIP, "true").strip().lower() == "false":  # (checked as the run
+        # started: `check_session_settings`; not getConf(), which copies every entry over py4j)
         return
     shipped = _SHIPPED.setdefault(spark if connect else spark.sparkContext, set())
     path = runtime_zip()

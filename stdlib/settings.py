@@ -1,8 +1,8 @@
 """The Spark settings scopeflow reads (`spark.scopeflow.*`): their names and what a value must be.
 
 One table for every place a setting can come from: `--conf` checks it before Spark starts
-(runtime/arguments.py), the compiler checks a `config` line of a .flow file (E0120, at the value), and the
-runtime checks what it reads from the session (set some other way). A key under `spark.scopeflow.` that is not
+(runtime/arguments.py), the compiler checks a `config` line of a .flow file (E0120), and the runtime checks
+the session's Spark configuration as a run starts and what it reads from the session (docs/cli.md). A key under `spark.scopeflow.` that is not
 in the table is a mistake, not a setting of some other tool: it is refused with the close matches, since a
 misspelled `spark.scopeflow.incremental=off` would otherwise change nothing, silently."""
 from __future__ import annotations

@@ -734,6 +734,35 @@ def test_loop_reduce_and_distinct_treat_null_keys_as_one_key(spark, tmp_path):
     assert Counter(rows("seen")) == Counter({(None, 1): 1, (1, 1): 1})  # each distinct record output once
 
 
+def test_a_misspelled_setting_in_run_files_conf_is_refused_before_spark_starts(example_copy, monkeypatch):
+    from scopeflow.runtime import launcher
+    from scopeflow.runtime.errors import RuntimeFailure
+
+    monkeypatch.setattr(launcher, "build_session", lambda *a, **k: pytest.fail("Spark started"))
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(example_copy("connected_components.flow"), conf={"spark.scopeflow.incremnetal": "off"})
+    assert info.value.code == "E0120"
+    assert "did you mean spark.scopeflow.incremental?" in str(info.value)
+
+
+def test_a_bad_scopeflow_entry_of_the_sessions_spark_conf_is_refused_as_the_run_starts(spark, example_copy):
+    # (spark-submit --conf, spark-defaults.conf and a builder's config all land in the SparkConf)
+    from scopeflow.runtime.errors import RuntimeFailure
+
+    flow = example_copy("connected_components.flow")
+    jconf = spark.sparkContext._jsc.sc().conf()
+    for key, value, says in [("spark.scopeflow.loopPartiton", "2", "did you mean spark.scopeflow.loopPartitions?"),
+                             ("spark.scopeflow.checkpoint", "files", "expected auto, local, replicated or reliable")]:
+        jconf.set(key, value)
+        try:
+            with pytest.raises(RuntimeFailure) as info:
+                run_file(flow, spark=spark)
+        finally:
+            jconf.remove(key)
+        assert info.value.code == "E0120" and says in str(info.value), str(info.value)
+        assert not os.path.exists(os.path.join(os.path.dirname(flow), "out/components"))
+
+
 def test_a_flows_config_applies_to_its_run_on_a_callers_session(spark, example_copy, capsys, monkeypatch):
     """`config` reaches a session the caller gave (scopeflow's own keys too, which Spark does not know),
     only for the run: after it the session has its own values again, also when the run failed."""
