@@ -55,6 +55,7 @@ def test_rounds_name_their_jobs_and_put_the_callers_tags_back(spark, example_cop
         sc.setJobGroup(None, None)
     assert tags == {"spark.jobGroup.id": "caller", "spark.job.description": "the caller's jobs",
                     "callSite.short": "caller site", "callSite.long": None}
+    sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)  # (the status tracker learns of stages from Spark's bus)
     tracker = sc.statusTracker()
     for round_no in (1, 2):
         stages = {s for j in tracker.getJobIdsForGroup(f"scopeflow:{job.run_id}:cc#1/r{round_no}")
