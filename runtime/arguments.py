@@ -10,9 +10,7 @@ from typing import Optional
 from attrs import define
 
 from scopeflow.runtime.errors import RuntimeFailure
-from scopeflow.stdlib.settings import (INCREMENTAL, INCREMENTAL_MAX_CHANGE, LOOP_PARTITIONS,  # noqa: F401
-                                       PARTITION_BYTES, PREFIX, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS,
-                                       setting_problem)
+from scopeflow.stdlib.settings import PREFIX, setting_problem
 
 
 def add_run_arguments(p: argparse.ArgumentParser, writes: bool = True) -> None:
@@ -102,6 +100,14 @@ def check_setting(key: str, value: Optional[str]) -> None:
     if problem:
         raise RuntimeFailure(f"{key}={value}: {problem}", code="E0120",
                              hint=f"set it with --conf {key}=..., which checks it before Spark starts")
+
+
+def read_setting(spark, key: str, default, kind=str):
+    """The session's value of scopeflow setting `key` as a `kind`, or `default` when it is unset; checked (`--conf`
+    and the compiler check a value before Spark starts, this one set on the session some other way)."""
+    text = spark.conf.get(key, None)
+    check_setting(key, text)
+    return default if text is None else kind(text)
 
 
 def check_session_settings(spark) -> None:

@@ -20,19 +20,18 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
-from scopeflow.runtime.arguments import check_setting
+from scopeflow.runtime.arguments import check_setting, read_setting
 from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
-CHECKPOINT_MODE = CHECKPOINT  # auto | local | replicated | reliable
 CONNECT_RESET_EVERY = 8
 
 
 def checkpoint_mode(spark) -> str:
     if is_connect(spark):
         return "connect"
-    mode = spark.sparkContext._conf.get(CHECKPOINT_MODE, "auto")  # not getConf(): it copies every entry over py4j
-    check_setting(CHECKPOINT_MODE, mode)
+    mode = spark.sparkContext._conf.get(CHECKPOINT, "auto")  # not getConf(): it copies every entry over py4j
+    check_setting(CHECKPOINT, mode)
     mode = mode.strip().lower()
     if mode == "auto":
         return "local" if is_local(spark) else "replicated"
@@ -57,9 +56,7 @@ class Checkpoints:
     def make(self, df: DataFrame, round_no: Optional[int] = None) -> DataFrame:
         """The lazy checkpoint of a round's frame (materialised by the round's one Spark job)."""
         if self.mode == "connect":
-            text = self.spark.conf.get(CONNECT_RESET, None)
-            check_setting(CONNECT_RESET, text)
-            every = CONNECT_RESET_EVERY if text is None else int(text)
+            every = read_setting(self.spark, CONNECT_RESET, CONNECT_RESET_EVERY, int)
             if round_no is not None and every > 0 and round_no % every == every - 1:
                 return self._connect_reset(df)
             return df.localCheckpoint(eager=False)

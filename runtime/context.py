@@ -20,11 +20,11 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import failures, jobs, parallelism
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime import targets
-from scopeflow.runtime.arguments import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS, check_setting
+from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path
+from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path, undo_while_failing
 from scopeflow.runtime.interrupts import Interrupts
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.parallelism import Parallelism
@@ -39,7 +39,7 @@ from scopeflow.runtime.state import OVERLAY_MIN_KEYS, OVERLAY_SHARE
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
-from scopeflow.stdlib.settings import COMBINE_ABOVE
+from scopeflow.stdlib.settings import COMBINE_ABOVE, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
 from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -77,7 +77,7 @@ def settings(spark, values: dict, on_fixed: Optional[Callable] = None):
     try:
         yield
     except BaseException as failure:
-        _restore_while_failing(spark, saved, failure)
+        undo_while_failing(lambda: restore_conf(spark, saved), failure, "the session's settings")
         raise
     restore_conf(spark, saved)
 
@@ -110,17 +110,6 @@ def restore_conf(spark, saved: dict) -> None:
             spark.conf.unset(k)
         else:
             spark.conf.set(k, v)
-
-
-def _restore_while_failing(spark, saved: dict, failure: BaseException) -> None:
-    """Put settings back while `failure` propagates. When the failure broke the session (its JVM or Connect
-    server gone) the settings cannot go back, and the failure is what the user must see: the restore's own
-    error is added to it as a note, and the failure propagates."""
-    try:
-        restore_conf(spark, saved)
-    except Exception as exc:  # recorded on the failure that propagates
-        if hasattr(failure, "add_note"):
-            failure.add_note(f"(the session's settings could not be put back: {type(exc).__name__}: {exc})")
 
 
 class RunContext:
@@ -186,9 +175,7 @@ class RunContext:
     def combine_above(self) -> int:
         """How many records a round must feed back (at least) for the next round to combine a reduce's feedback."""
         if self._combine_above is None:
-            text = self.spark.conf.get(COMBINE_ABOVE, None)
-            check_setting(COMBINE_ABOVE, text)
-            self._combine_above = COMBINE_ABOVE_DEFAULT if text is None else int(text)
+            self._combine_above = read_setting(self.spark, COMBINE_ABOVE, COMBINE_ABOVE_DEFAULT, int)
         return self._combine_above
 
     def overlay(self) -> tuple[float, int]:
@@ -197,12 +184,9 @@ class RunContext:
         of 0: every round rewrites the whole state). Only where a round's job counts inside its plans (the
         overlay's size comes from its counters)."""
         if self._overlay is None:
-            values = []
-            for key, default, kind in ((STATE_OVERLAY, OVERLAY_SHARE, float), (STATE_OVERLAY_MIN_KEYS, OVERLAY_MIN_KEYS, int)):
-                text = self.spark.conf.get(key, None)
-                check_setting(key, text)
-                values.append(default if text is None else kind(text))
-            self._overlay = (values[0] if self.checkpoints.counted_in_plans else 0.0, values[1])
+            share = read_setting(self.spark, STATE_OVERLAY, OVERLAY_SHARE, float)
+            min_keys = read_setting(self.spark, STATE_OVERLAY_MIN_KEYS, OVERLAY_MIN_KEYS, int)
+            self._overlay = (share if self.checkpoints.counted_in_plans else 0.0, min_keys)
         return self._overlay
 
     def aggregate(self, fn: str, column: Optional[Column]) -> Column:

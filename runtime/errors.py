@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 from attrs import frozen
 
@@ -84,6 +84,17 @@ def shown_path(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def undo_while_failing(undo: Callable[[], None], failure: BaseException, what: str) -> None:
+    """Undo something (put `what` back) while `failure` propagates. When the failure broke the session (its JVM or
+    Connect server gone) nothing can be put back, and the failure is what the user must see: the undo's own error
+    is added to it as a note, and the failure propagates."""
+    try:
+        undo()
+    except Exception as exc:  # recorded on the failure that propagates
+        if hasattr(failure, "add_note"):
+            failure.add_note(f"({what} could not be put back: {type(exc).__name__}: {exc})")
 
 
 class RuntimeFailure(Exception):

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scopeflow.runtime import failures
-from scopeflow.runtime.arguments import INCREMENTAL, INCREMENTAL_MAX_CHANGE, check_setting
+from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.context import RunContext
 from scopeflow.runtime.round import Pieces, union_all
 from scopeflow.runtime.sinks import fault
@@ -42,6 +42,7 @@ from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
 from scopeflow.runtime.spec import sources as file_sources
 from scopeflow.stdlib.inputs import matches
 from scopeflow.stdlib.paths import local_path
+from scopeflow.stdlib.settings import INCREMENTAL, INCREMENTAL_MAX_CHANGE
 
 # measured (benchmarks/RESULTS.md, "Where incremental stops paying"): connected components over 10^6 edges, an
 # epoch adding 20 % costs 0.6 of a recompute incrementally, one adding 50 % about as much
@@ -175,13 +176,8 @@ def loop_specs(module) -> list[LoopSpec]:
 def settings(spark) -> tuple[str, float]:
     """`spark.scopeflow.incremental` and `spark.scopeflow.incremental.maxChange` (checked: `--conf` checks them
     before Spark starts, this a value set otherwise)."""
-    values = {INCREMENTAL: spark.conf.get(INCREMENTAL, None),
-              INCREMENTAL_MAX_CHANGE: spark.conf.get(INCREMENTAL_MAX_CHANGE, None)}
-    for key, value in values.items():
-        check_setting(key, value)
-    mode, limit = values[INCREMENTAL], values[INCREMENTAL_MAX_CHANGE]
-    return ("auto" if mode is None else mode.strip().lower(),
-            DEFAULT_MAX_CHANGE if limit is None else float(limit))
+    return (read_setting(spark, INCREMENTAL, "auto").strip().lower(),
+            read_setting(spark, INCREMENTAL_MAX_CHANGE, DEFAULT_MAX_CHANGE, float))
 
 
 def bounded_fingerprint(path: str) -> Optional[dict]:

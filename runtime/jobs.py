@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from scopeflow.runtime.deployment import is_connect, is_stopped
+from scopeflow.runtime.errors import undo_while_failing
 
 # Spark's local properties of a job's group, description and call site (SparkContext, CallSite)
 TAGS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel", "callSite.short",
@@ -39,11 +40,8 @@ def tagged(spark):
     saved = {key: sc.getLocalProperty(key) for key in TAGS}
     try:
         yield
-    except BaseException:
-        try:
-            _put_back(spark, saved)
-        except Exception:  # (the JVM is gone too: the failure that got here is the one to tell)
-            pass
+    except BaseException as failure:
+        undo_while_failing(lambda: _put_back(spark, saved), failure, "the job group and call site")
         raise
     _put_back(spark, saved)
 

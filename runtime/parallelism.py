@@ -22,8 +22,9 @@ from typing import Optional
 
 from attrs import frozen
 
-from scopeflow.runtime.arguments import LOOP_PARTITIONS, PARTITION_BYTES, check_setting
+from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.deployment import is_connect
+from scopeflow.stdlib.settings import LOOP_PARTITIONS, PARTITION_BYTES
 
 PARTITION_BYTES_DEFAULT = 4 * 1024 * 1024
 UNKNOWN = 1 << 62  # Spark's default estimate is Long.MaxValue (8 EiB): an unknown size
@@ -73,10 +74,7 @@ def estimated_bytes(df) -> Optional[int]:
 
 
 def _setting(spark, key: str, default: str) -> str:
-    """The setting's value (checked: `--conf` and the compiler check it before, this a value set otherwise)."""
-    text = spark.conf.get(key, None)
-    check_setting(key, text)
-    return (default if text is None else text).strip().lower()
+    return read_setting(spark, key, default).strip().lower()
 
 
 

@@ -15,7 +15,7 @@ import pytest
 import reference
 from conftest import EXAMPLES, read_output, write_csv
 from scopeflow.api import run_file
-from scopeflow.runtime.arguments import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
+from scopeflow.stdlib.settings import STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.state import DistinctState, ReduceState
