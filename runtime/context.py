@@ -24,7 +24,7 @@ from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import Position, RuntimeFailure, shown_path, undo_while_failing
+from scopeflow.runtime.errors import Position, RuntimeFailure, put_back_after, shown_path
 from scopeflow.runtime.interrupts import Interrupts
 from scopeflow.runtime.loop import Activation, run_activation
 from scopeflow.runtime.parallelism import Parallelism
@@ -74,12 +74,8 @@ def settings(spark, values: dict, on_fixed: Optional[Callable] = None):
     """Session settings for the duration of a block, put back as they were after it, also when it fails.
     `on_fixed(key)`: see `set_conf`."""
     saved = set_conf(spark, values, on_fixed)
-    try:
+    with put_back_after(lambda: restore_conf(spark, saved), "the session's settings"):
         yield
-    except BaseException as failure:
-        undo_while_failing(lambda: restore_conf(spark, saved), failure, "the session's settings")
-        raise
-    restore_conf(spark, saved)
 
 
 def set_conf(spark, values: dict, on_fixed: Optional[Callable] = None) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 from attrs import frozen
@@ -86,15 +87,21 @@ def shown_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def undo_while_failing(undo: Callable[[], None], failure: BaseException, what: str) -> None:
-    """Undo something (put `what` back) while `failure` propagates. When the failure broke the session (its JVM or
-    Connect server gone) nothing can be put back, and the failure is what the user must see: the undo's own error
-    is added to it as a note, and the failure propagates."""
+@contextmanager
+def put_back_after(undo: Callable[[], None], what: str):
+    """Run `undo` (which puts `what` back) after the block, also when the block fails. When the failure broke the
+    session (its JVM or Connect server gone) nothing can be put back, and the failure is what the user must see:
+    the undo's own error is added to it as a note, and the failure propagates."""
     try:
-        undo()
-    except Exception as exc:  # recorded on the failure that propagates
-        if hasattr(failure, "add_note"):
-            failure.add_note(f"({what} could not be put back: {type(exc).__name__}: {exc})")
+        yield
+    except BaseException as failure:
+        try:
+            undo()
+        except Exception as exc:  # recorded on the failure that propagates
+            if hasattr(failure, "add_note"):
+                failure.add_note(f"({what} could not be put back: {type(exc).__name__}: {exc})")
+        raise
+    undo()
 
 
 class RuntimeFailure(Exception):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from scopeflow.runtime.deployment import is_connect, is_stopped
-from scopeflow.runtime.errors import undo_while_failing
+from scopeflow.runtime.errors import put_back_after
 
 # Spark's local properties of a job's group, description and call site (SparkContext, CallSite)
 TAGS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel", "callSite.short",
@@ -38,12 +38,8 @@ def tagged(spark):
         return
     sc = spark.sparkContext
     saved = {key: sc.getLocalProperty(key) for key in TAGS}
-    try:
+    with put_back_after(lambda: _put_back(spark, saved), "the job group and call site"):
         yield
-    except BaseException as failure:
-        undo_while_failing(lambda: _put_back(spark, saved), failure, "the job group and call site")
-        raise
-    _put_back(spark, saved)
 
 
 def _put_back(spark, saved: dict) -> None:
