@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -25,6 +26,7 @@ from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CONNECT_RESET_EVERY = 8
+_RDD_ID = re.compile(r"RDD\[(\d+)\]")  # an RDD in `toDebugString`: "MapPartitionsRDD[475] at ..."
 
 
 def checkpoint_mode(spark) -> str:
@@ -68,6 +70,36 @@ class Checkpoints:
             self._reliable_dir()
             return self.detach_statistics(df.checkpoint(eager=False))
         return self.detach_statistics(df.localCheckpoint(eager=False))
+
+    def waves(self, checkpoints: list) -> list[list]:
+        """The round's checkpoints grouped into the Spark jobs that store them, in order.
+
+        In local mode one job stores them all: every task runs in one process, and a task that needs a
+        block another task is writing waits for it. On a cluster a checkpoint whose plan reads another
+        checkpoint of the same round (a loop body reads a `reduce`'s new state) would compute that one's
+        partitions a second time on another executor, in the same job: twice the work, counters that
+        count twice (and a job to count again), and two copies of a block that Spark keeps only one of,
+        so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). There a checkpoint is
+        stored by a job after those it reads; one JVM call per checkpoint finds them (its RDD's lineage)."""
+        if len(checkpoints) < 2 or is_local(self.spark) or not self.counted_in_plans:
+            return [checkpoints]
+        rdds = [checkpoint_rdd(ck) for ck in checkpoints]
+        ids = [rdd.id() for rdd in rdds]
+        reads = [{int(n) for n in _RDD_ID.findall(rdd.toDebugString())} & set(ids) - {own}
+                 for rdd, own in zip(rdds, ids)]
+        level: dict[int, int] = {}
+
+        def depth(i: int) -> int:  # the checkpoints are created in order: a plan reads only earlier ones
+            if ids[i] not in level:
+                level[ids[i]] = 1 + max((depth(ids.index(r)) for r in reads[i]), default=-1)
+            return level[ids[i]]
+
+        out: list[list] = []
+        for i, ck in enumerate(checkpoints):
+            d = depth(i)
+            out.extend([] for _ in range(d + 1 - len(out)))
+            out[d].append(ck)
+        return out
 
     def release(self, frames: list) -> None:
         """Drop the stored blocks of round checkpoints nothing refers to any more. Over Connect the server

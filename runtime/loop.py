@@ -137,8 +137,9 @@ class LoopExecutor:
         counts, op_counts = rnd.materialise(also=tuple(fed.values()))
         spark_jobs = run.jobs_in_group(group)
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
-        # (reliable checkpoints write in jobs of their own: one job per round holds only with counts in plans)
-        jobs = run.explain_jobs(group, rnd.recounted) if spark_jobs > 1 and run.checkpoints.counted_in_plans else []
+        # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
+        # cluster, holds only with counts in plans)
+        jobs = run.explain_jobs(group, rnd.recounted) if spark_jobs > rnd.jobs and run.checkpoints.counted_in_plans else []
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if act.round == self.first:
             self.first_round_counts(rnd, variables, counts, raw, fed, fb_ck)

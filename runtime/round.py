@@ -3,7 +3,8 @@ round's single Spark job (`Round.materialise`).
 
 Everything the round must keep — feedback, emitted records, new `reduce`/`distinct` state, shared streams,
 the `until` stream — is a lazy checkpoint; one action then computes and stores all of them in one Spark job,
-which also fills every record counter (`observe`) in the round's plans. Lineage is cut every round, so a
+which also fills every record counter (`observe`) in the round's plans (on a cluster, a checkpoint the round's
+other ones read is stored by a job of its own first: `Checkpoints.waves`). Lineage is cut every round, so a
 round's cost does not grow with the round count.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Round:
         self.nested: list[str] = []  # scopes of the loops this round ran
         self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
         self.recounted: Optional[str] = None  # why the round counted its records again, if it did
+        self.jobs = 1  # the Spark jobs the round's checkpoints need (`Checkpoints.waves`)
         self.plan_size: Optional[int] = None
 
     # ---- what generated round functions call ---------------------------------------------------------
@@ -187,7 +189,9 @@ class Round:
             counts = tagged_counts(run, [(key, ck) for key, _, ck in self.pending])
             observed = run.counters.observed(frames)
         else:
-            total = compute_checkpoints(run, [ck for _, _, ck in self.pending])
+            waves = run.checkpoints.waves([ck for _, _, ck in self.pending])
+            self.jobs = len(waves)
+            total = sum(compute_checkpoints(run, wave) for wave in waves)
             observed = run.counters.observed(frames)
             counts = {key: observed.get(self.same_count[key]) if key in self.same_count
                       else observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in self.pending}

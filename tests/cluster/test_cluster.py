@@ -84,6 +84,11 @@ def test_connected_components_on_cluster_equals_local(spark, spark_cluster, exec
         report = json.load(fh)
     assert report["status"] == "ok"
     assert any(r["counts"] for r in report["rounds"]), "per-operator counts are read on a cluster too"
+    # a round's body reads its reduce's new state: stored by a job before the rest, never computed twice on
+    # two executors (counters that count twice make a round count its records again, in a job more)
+    again = [r["jobs"] for r in report["rounds"] if "jobs" in r]
+    assert not again, again
+    assert {r["spark_jobs"] for r in report["rounds"][1:]} == {2}, [r["spark_jobs"] for r in report["rounds"]]
 
 
 def test_nested_kcore_on_cluster_equals_local(spark, spark_cluster, executor_python, flow_dir):
