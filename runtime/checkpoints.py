@@ -26,7 +26,7 @@ from scopeflow.runtime.deployment import is_connect, is_local
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CONNECT_RESET_EVERY = 8
-_RDD_ID = re.compile(r"RDD\[(\d+)\]")  # an RDD in `toDebugString`: "MapPartitionsRDD[475] at ..."
+_RDD_ID = re.compile(r"\[(\d+)\] at ")  # an RDD in `toDebugString`: "MapPartitionsRDD[475] at ..."
 
 
 def checkpoint_mode(spark) -> str:
