@@ -22,7 +22,7 @@ from typing import Optional
 from pyspark.sql import DataFrame
 
 from scopeflow.runtime.arguments import check_setting, read_setting
-from scopeflow.runtime.deployment import is_connect, is_local
+from scopeflow.runtime.deployment import is_connect, is_local, master
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CONNECT_RESET_EVERY = 8
@@ -74,30 +74,28 @@ class Checkpoints:
     def waves(self, checkpoints: list) -> list[list]:
         """The round's checkpoints grouped into the Spark jobs that store them, in order.
 
-        In local mode one job stores them all: every task runs in one process, and a task that needs a
-        block another task is writing waits for it. On a cluster a checkpoint whose plan reads another
+        In local mode (`local`, `local[N]`; not `local-cluster`) one job stores them all: every task runs
+        in one process, and a task that needs a block another task is writing waits for it. On a cluster a checkpoint whose plan reads another
         checkpoint of the same round (a loop body reads a `reduce`'s new state) would compute that one's
         partitions a second time on another executor, in the same job: twice the work, counters that
         count twice (and a job to count again), and two copies of a block that Spark keeps only one of,
         so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). There a checkpoint is
         stored by a job after those it reads; one JVM call per checkpoint finds them (its RDD's lineage)."""
-        if len(checkpoints) < 2 or is_local(self.spark) or not self.counted_in_plans:
+        if len(checkpoints) < 2 or not self.counted_in_plans:
+            return [checkpoints]
+        m = master(self.spark) or ""
+        if m == "local" or m.startswith("local["):
             return [checkpoints]
         rdds = [checkpoint_rdd(ck) for ck in checkpoints]
         ids = [rdd.id() for rdd in rdds]
-        reads = [{int(n) for n in _RDD_ID.findall(rdd.toDebugString())} & set(ids) - {own}
-                 for rdd, own in zip(rdds, ids)]
-        level: dict[int, int] = {}
-
-        def depth(i: int) -> int:  # the checkpoints are created in order: a plan reads only earlier ones
-            if ids[i] not in level:
-                level[ids[i]] = 1 + max((depth(ids.index(r)) for r in reads[i]), default=-1)
-            return level[ids[i]]
-
-        out: list[list] = []
-        for i, ck in enumerate(checkpoints):
-            d = depth(i)
-            out.extend([] for _ in range(d + 1 - len(out)))
+        # the checkpoints are created in order: a plan reads only earlier ones
+        reads = [{ids.index(n) for n in map(int, _RDD_ID.findall(rdd.toDebugString())) if n in ids[:i]}
+                 for i, rdd in enumerate(rdds)]
+        level: list[int] = []
+        for i in range(len(checkpoints)):
+            level.append(1 + max((level[j] for j in reads[i]), default=-1))
+        out: list[list] = [[] for _ in range(max(level) + 1)]
+        for ck, d in zip(checkpoints, level):
             out[d].append(ck)
         return out
 

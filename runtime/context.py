@@ -462,8 +462,8 @@ class RunContext:
             self._group = group
         return group
 
-    def jobs_in_group(self, group: str) -> int:
-        return jobs.jobs_in_group(self.spark, group)  # -1 over Spark Connect
+    def jobs_in_group(self, group: str, at_least: int = 1) -> int:
+        return jobs.jobs_in_group(self.spark, group, at_least)  # -1 over Spark Connect
 
     def tasks_in_group(self, group: str) -> int:
         return jobs.tasks_in_group(self.spark, group)  # -1 over Spark Connect

@@ -48,17 +48,18 @@ def _put_back(spark, saved: dict) -> None:
             spark.sparkContext.setLocalProperty(key, value)
 
 
-def jobs_in_group(spark, group: str) -> int:
+def jobs_in_group(spark, group: str, at_least: int = 1) -> int:
     """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker.
 
     The status tracker learns of a job from Spark's listener bus, asynchronously: on a loaded machine a
-    job can have finished before its start is seen. Every round runs a job, so none seen means not yet:
-    wait for the bus to deliver what it holds (milliseconds), then count again."""
+    job can have finished before its start is seen. Every round runs `at_least` jobs (one, or one per
+    wave of its checkpoints on a cluster), so fewer seen means not yet: wait for the bus to deliver what
+    it holds (milliseconds), then count again."""
     if is_connect(spark):
         return -1
     tracker = spark.sparkContext.statusTracker()
     seen = len(tracker.getJobIdsForGroup(group))
-    if seen == 0:
+    if seen < at_least:
         try:
             spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
         except Exception:  # (a timeout: the count says what was seen)

@@ -135,7 +135,7 @@ class LoopExecutor:
             if spec.until else None
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         counts, op_counts = rnd.materialise(also=tuple(fed.values()))
-        spark_jobs = run.jobs_in_group(group)
+        spark_jobs = run.jobs_in_group(group, rnd.jobs)
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
         # cluster, holds only with counts in plans)
