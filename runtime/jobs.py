@@ -1,5 +1,6 @@
 """Spark's jobs as a run sees them: each round's jobs are tagged with a job group, so the status tracker can
-count them (one Spark job per round is the runtime's design) and say what they were when there are more.
+count them (one Spark job per round, or per wave of its checkpoints on a cluster, is the runtime's design)
+and say what they were when there are more.
 
 A round also names its call site (`set_job_group(site=...)`): Spark's UI shows its jobs and stages as `loop cc
 round 3` rather than a line of py4j, and Spark skips what finding a call site costs otherwise: every RDD a
@@ -94,7 +95,7 @@ def _stage_tasks(spark, st) -> str:
 
 def describe_jobs(spark, group: str) -> list[str]:
     """The jobs of `group` as text (id, status, stages with their names and tasks): why a round ran
-    more Spark jobs than one."""
+    more Spark jobs than it should."""
     tracker = spark.sparkContext.statusTracker()
     out = []
     for job_id in sorted(tracker.getJobIdsForGroup(group)):

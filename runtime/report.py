@@ -23,7 +23,7 @@ class RoundRecord:
     attempt: object  # termination.Attempt
     spark_jobs: int = -1  # Spark jobs the round ran (status tracker); -1: unknown (Spark Connect)
     stored: dict = field(factory=dict)  # variable -> records kept for the next round (fewer when combined)
-    jobs: list = field(factory=list)  # when a round ran more than one Spark job: each job, and why
+    jobs: list = field(factory=list)  # when a round ran more Spark jobs than its waves: each job, and why
     plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
     tasks: Optional[int] = None  # the tasks of the round's Spark jobs (--report only)
     states: dict = field(factory=dict)  # reduce/distinct -> how the round folded its delta in (runtime/state.py)
