@@ -22,7 +22,7 @@ from typing import Optional
 from pyspark.sql import DataFrame
 
 from scopeflow.runtime.arguments import check_setting, read_setting
-from scopeflow.runtime.deployment import is_connect, is_local, master
+from scopeflow.runtime.deployment import is_connect, is_local, local_slots, master
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CONNECT_RESET_EVERY = 8
@@ -75,16 +75,14 @@ class Checkpoints:
         """The round's checkpoints grouped into the Spark jobs that store them, in order.
 
         In local mode (`local`, `local[N]`; not `local-cluster`) one job stores them all: every task runs
-        in one process, and a task that needs a block another task is writing waits for it. On a cluster a checkpoint whose plan reads another
-        checkpoint of the same round (a loop body reads a `reduce`'s new state) would compute that one's
-        partitions a second time on another executor, in the same job: twice the work, counters that
-        count twice (and a job to count again), and two copies of a block that Spark keeps only one of,
-        so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). There a checkpoint is
-        stored by a job after those it reads; one JVM call per checkpoint finds them (its RDD's lineage)."""
-        if len(checkpoints) < 2 or not self.counted_in_plans:
-            return [checkpoints]
-        m = master(self.spark) or ""
-        if m == "local" or m.startswith("local["):
+        in one process, and a task that needs a block another task is writing waits for it. On a cluster a
+        checkpoint whose plan reads another checkpoint of the same round (a loop body reads a `reduce`'s
+        new state) would compute that one's partitions a second time on another executor, in the same job:
+        twice the work, counters that count twice (and a job to count again), and two copies of a block
+        that Spark keeps only one of, so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND).
+        There a checkpoint is stored by a job after those it reads; one JVM call per checkpoint finds them
+        (its RDD's lineage)."""
+        if len(checkpoints) < 2 or not self.counted_in_plans or local_slots(master(self.spark) or "") is not None:
             return [checkpoints]
         rdds = [checkpoint_rdd(ck) for ck in checkpoints]
         ids = [rdd.id() for rdd in rdds]

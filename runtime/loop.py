@@ -139,7 +139,8 @@ class LoopExecutor:
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
         # cluster, holds only with counts in plans)
-        jobs = run.explain_jobs(group, rnd.recounted) if spark_jobs > rnd.jobs and run.checkpoints.counted_in_plans else []
+        more = spark_jobs > rnd.jobs and run.checkpoints.counted_in_plans
+        jobs = run.explain_jobs(group, rnd.recounted) if more else []
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if act.round == self.first:
             self.first_round_counts(rnd, variables, counts, raw, fed, fb_ck)
