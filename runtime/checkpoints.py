@@ -85,13 +85,7 @@ class Checkpoints:
         if len(checkpoints) < 2 or not self.counted_in_plans or local_slots(master(self.spark) or "") is not None:
             return [checkpoints]
         rdds = [checkpoint_rdd(ck) for ck in checkpoints]
-        ids = [rdd.id() for rdd in rdds]
-        # the checkpoints are created in order: a plan reads only earlier ones
-        reads = [{ids.index(n) for n in map(int, _RDD_ID.findall(rdd.toDebugString())) if n in ids[:i]}
-                 for i, rdd in enumerate(rdds)]
-        level: list[int] = []
-        for i in range(len(checkpoints)):
-            level.append(1 + max((level[j] for j in reads[i]), default=-1))
+        level = wave_levels([rdd.id() for rdd in rdds], [rdd.toDebugString() for rdd in rdds])
         out: list[list] = [[] for _ in range(max(level) + 1)]
         for ck, d in zip(checkpoints, level):
             out[d].append(ck)
@@ -157,6 +151,21 @@ class Checkpoints:
         path = os.path.join(self._scratch, uuid.uuid4().hex[:12])
         df.write.mode("overwrite").parquet(path)
         return self.spark.read.parquet(path)
+
+
+def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:
+    """The job (0, 1, ...) that stores each of a round's checkpoints (`Checkpoints.waves`): 0 for one that
+    reads no other checkpoint of the round, else one more than the last job of those it reads.
+
+    `ids[i]` is checkpoint i's RDD id and `lineages[i]` its RDD's `toDebugString`, which names every RDD
+    it reads as `[id] at ` (its own id among them). The checkpoints are created in order, so a plan reads
+    only earlier ones: a later id in a lineage is no read (nor is an id that is no checkpoint's)."""
+    level: list[int] = []
+    for i, text in enumerate(lineages):
+        earlier = ids[:i]
+        reads = {earlier.index(n) for n in map(int, _RDD_ID.findall(text)) if n in earlier}
+        level.append(1 + max((level[j] for j in reads), default=-1))
+    return level
 
 
 def is_checkpoint(df: DataFrame) -> bool:
