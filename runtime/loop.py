@@ -156,7 +156,7 @@ class LoopExecutor:
         self.release(rnd, variables, fb_ck)
         run.round_done(spec, act.number, RoundRecord(act.round, time.perf_counter() - started, in_flight, op_counts,
                                                      attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks,
-                                                     {op: how for op, how in folds.items() if how}))
+                                                     {op: how for op, how in folds.items() if how}, rnd.jobs))
         return attempt, fb_ck, in_flight, fed
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict, raw: dict, fed: dict, fb_ck: dict) -> None:

@@ -27,6 +27,7 @@ class RoundRecord:
     plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
     tasks: Optional[int] = None  # the tasks of the round's Spark jobs (--report only)
     states: dict = field(factory=dict)  # reduce/distinct -> how the round folded its delta in (runtime/state.py)
+    waves: int = 1  # the Spark jobs its checkpoints are stored by (`Checkpoints.waves`: more than one on a cluster)
 
 
 class RunReport:
@@ -64,7 +65,7 @@ class RunReport:
         a = record.attempt
         self.doc["rounds"].append({"scope": spec.scope, "activation": number, "round": record.round,
                                    "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
-                                   "stored": record.stored, "spark_jobs": record.spark_jobs,
+                                   "stored": record.stored, "spark_jobs": record.spark_jobs, "waves": record.waves,
                                    "plan_size": record.plan_size, "counts": record.counts,
                                    **({"tasks": record.tasks} if record.tasks is not None else {}),
                                    **({"states": record.states} if record.states else {}),

@@ -72,6 +72,7 @@ def assert_one_job_per_round(job, scope: str) -> None:
     why = "\n".join(f"{scope} activation {r['activation']} round {r['round']}: " + " | ".join(r["jobs"])
                     for r in rounds if "jobs" in r)  # a string: pytest shortens the repr of a structure
     assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds), why
+    assert [r["waves"] for r in rounds] == [1] * len(rounds)  # local mode: one job stores a round's checkpoints
 
 
 def test_one_job_per_round_with_more_tasks_than_slots(spark, example_copy, many_partitions):

@@ -89,6 +89,9 @@ def test_connected_components_on_cluster_equals_local(spark, spark_cluster, exec
     again = [r["jobs"] for r in report["rounds"] if "jobs" in r]
     assert not again, again
     assert {r["spark_jobs"] for r in report["rounds"][1:]} == {2}, [r["spark_jobs"] for r in report["rounds"]]
+    # the report says so: every round ran as many jobs as its waves (round 0 stores its entry first: up to 3)
+    assert all(r["spark_jobs"] == r["waves"] for r in report["rounds"]), report["rounds"]
+    assert 2 <= report["rounds"][0]["waves"] <= 3, report["rounds"][0]
 
 
 def test_nested_kcore_on_cluster_equals_local(spark, spark_cluster, executor_python, flow_dir):
