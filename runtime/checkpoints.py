@@ -87,7 +87,7 @@ class Checkpoints:
         rdds = [checkpoint_rdd(ck) for ck in checkpoints]
         level = wave_levels([rdd.id() for rdd in rdds], [rdd.toDebugString() for rdd in rdds])
         out: list[list] = [[] for _ in range(max(level) + 1)]
-        for ck, d in zip(checkpoints, level):
+        for ck, d in zip(checkpoints, level, strict=True):
             out[d].append(ck)
         return out
 
@@ -159,7 +159,8 @@ def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:
 
     `ids[i]` is checkpoint i's RDD id and `lineages[i]` its RDD's `toDebugString`, which names every RDD
     it reads as `[id] at ` (its own id among them). The checkpoints are created in order, so a plan reads
-    only earlier ones: a later id in a lineage is no read (nor is an id that is no checkpoint's)."""
+    only earlier ones: a later id in a lineage is no read (nor is an id that is no checkpoint's). The ids are
+    distinct (every checkpoint is an RDD of its own)."""
     level: list[int] = []
     for i, text in enumerate(lineages):
         earlier = ids[:i]

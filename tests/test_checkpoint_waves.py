@@ -33,8 +33,14 @@ def test_its_job_follows_the_latest_of_those_it_reads():
     assert wave_levels([10, 20, 30], [lineage(10), lineage(20, 10), lineage(30, 10, 20)]) == [0, 1, 2]
 
 
+def test_its_job_follows_the_jobs_of_those_it_reads_not_their_place_or_number():
+    # 10 and 20 are both stored by the first job: 30, reading the second or both, by the next one
+    assert wave_levels([10, 20, 30], [lineage(10), lineage(20), lineage(30, 20)]) == [0, 0, 1]
+    assert wave_levels([10, 20, 30], [lineage(10), lineage(20), lineage(30, 10, 20)]) == [0, 0, 1]
+
+
 def test_only_earlier_checkpoints_count_as_reads():
-    # its own id, a later checkpoint's id and ids of no checkpoint of the round are no reads
+    # a later checkpoint's id and ids of no checkpoint of the round are no reads
     ids = [10, 20]
     assert wave_levels(ids, [lineage(10, 20, 99), lineage(20, 77)]) == [0, 0]
 
