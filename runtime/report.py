@@ -27,7 +27,9 @@ class RoundRecord:
     plan_size: Optional[int] = None  # nodes in the round's logical plans (tests: constant when lineage is cut)
     tasks: Optional[int] = None  # the tasks of the round's Spark jobs (--report only)
     states: dict = field(factory=dict)  # reduce/distinct -> how the round folded its delta in (runtime/state.py)
-    waves: int = 1  # jobs its checkpoints are planned to be stored by (`Checkpoints.waves`; 1 unless counted in plans on a cluster)
+    # the jobs its checkpoints are planned to be stored by (`Checkpoints.waves`): 1 unless on a cluster with
+    # local or replicated checkpoints
+    waves: int = 1
 
 
 class RunReport:

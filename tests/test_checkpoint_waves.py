@@ -49,7 +49,8 @@ def test_partition_counts_and_storage_levels_are_no_rdd_ids():
     # "(10)" is a partition count and "[10]" alone no RDD: only "[id] at " names one
     text = "(10) MapPartitionsRDD[20] at localCheckpoint at X:0 [10]\n |  (10) [Memory Deserialized 1x Replicated]"
     assert wave_levels([10, 20], [lineage(10), text]) == [0, 0]
-    assert wave_levels([10, 20], [lineage(10), text + "\n |  ParallelCollectionRDD[10] at parallelize at X:0 []"]) == [0, 1]
+    read = text + "\n |  ParallelCollectionRDD[10] at parallelize at X:0 []"
+    assert wave_levels([10, 20], [lineage(10), read]) == [0, 1]
 
 
 def test_one_checkpoint_is_one_job():
