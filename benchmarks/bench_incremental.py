@@ -299,7 +299,7 @@ def epochs(result: dict) -> list:
         out.append({"epoch": e["epoch"], "seconds": f["epoch"], "strategy": lp["strategy"], "rounds": lp["rounds"],
                     "records": lp["records"], "loop": lp.get("seconds", 0.0), "rest": f["epoch"] - lp.get("seconds", 0.0),
                     "read": f["read"], "sink": f["sink"], "state": e.get("loops_state_seconds", 0.0),
-                    "overhead": f["overhead"], "new_rows": e["input_rows"]})
+                    "overhead": f["overhead"], "new_rows": e["input_rows"], "partitions": lp.get("partitions")})
     return out
 
 

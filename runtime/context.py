@@ -392,6 +392,7 @@ class RunContext:
                 elif act.resumed:
                     self.progress.trace(f"loop {spec.scope}: resuming activation {act.number} at round {act.round}")
                 if start is not None:  # an incremental loop's growing imports, kept across epochs
+                    start.partitioned(self, chosen.partitions)
                     imports = {**imports, **start.owner.imports(self, spec, start, imports)}
                 if start is not None and start.incremental and not act.resumed:  # (runtime/incremental.py)
                     act.preloaded = dict(start.states)
@@ -429,14 +430,13 @@ class RunContext:
         return done
 
     def _parallelism(self, entries: dict, imports: dict, start) -> Parallelism:
-        """The partitions an outermost loop's activation runs in (runtime/parallelism.py). A streaming loop that
-        can start from the previous epoch's fixpoint (`start`) keeps its states and its imports' pieces across
-        epochs, partitioned in the session's count: it runs in that count."""
-        if start is not None:
-            return Parallelism(self.partitions, "its states and imports carry across epochs, in the session's "
-                                                "shuffle partitions")
+        """The partitions an outermost loop's activation runs in (runtime/parallelism.py), chosen from its inputs
+        (all input so far, in a streaming epoch). A streaming loop that starts from the previous epoch's
+        fixpoint (`start`) keeps the count its states and its imports' pieces are in while its input fits it
+        (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
-        return parallelism.choose(self.spark, self.partitions, frames)
+        chosen = parallelism.choose(self.spark, self.partitions, frames)
+        return start.parallelism(chosen) if start is not None else chosen
 
     @contextmanager
     def _loop_conf(self, chosen: Optional[Parallelism]):

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import failures
 from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.context import RunContext
+from scopeflow.runtime.parallelism import Parallelism
 from scopeflow.runtime.round import Pieces, union_all
 from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
@@ -72,6 +73,7 @@ class Carry:
     states: dict
     pieces: dict
     rows: dict = field(factory=dict)  # import -> (rows of the streams in its base piece, in its newer piece)
+    partitions: Optional[int] = None  # the partitions its states and pieces are in (`Start.partitions`)
 
 
 @define
@@ -88,6 +90,10 @@ class Start:
     carried_rows: dict = field(factory=dict)  # growing import -> `Carry.rows` of the previous epoch
     pieces: dict = field(factory=dict)  # growing import -> the `Pieces` this epoch's loop read
     rows: dict = field(factory=dict)  # growing import -> `Carry.rows` after this epoch
+    keys: dict = field(factory=dict)  # op -> its state's key columns
+    kept_in: Optional[int] = None  # the partitions `states` and `carried` are in (None: states read back, in none)
+    floor: Optional[int] = None  # the partitions the loop's last epoch ran in: an epoch never runs in fewer
+    partitions: Optional[int] = None  # the partitions this epoch's loop runs in (`partitioned`)
 
     @property
     def incremental(self) -> bool:
@@ -121,6 +127,31 @@ class Start:
     def outputs(self, spec: LoopSpec) -> dict:
         """The loop's outputs (by emit name) when no round runs: its emitted states as they were."""
         return {e.name: self.states[e.node][0] for e in spec.emits}
+
+    def parallelism(self, chosen: Parallelism) -> Parallelism:
+        """The partitions this epoch's loop runs in, given those its input so far would be given (`chosen`,
+        runtime/parallelism.py): an incremental epoch keeps the count its states and imports' pieces are in,
+        unless its input outgrew it (or a setting pins another). A count that changes costs a shuffle of the
+        states and the imports (`partitioned`); a count that followed every epoch's size would shuffle them
+        back and forth, so it only grows."""
+        if not self.incremental or self.floor is None or chosen.input_bytes is None:
+            return chosen
+        if chosen.partitions <= self.floor:
+            return Parallelism(self.floor, f"its states and imports carry across epochs in {self.floor} "
+                                           f"partitions (its input so far: {chosen.why})", chosen.input_bytes)
+        return Parallelism(chosen.partitions, f"its input so far outgrew the {self.floor} partitions its states "
+                                              f"and imports were kept in: {chosen.why}", chosen.input_bytes)
+
+    def partitioned(self, run: RunContext, partitions: int) -> None:
+        """Put the states an incremental epoch starts from in the partitions the loop runs in (by their keys, as a
+        state is between rounds): states read back from the checkpoint always; states and imports' pieces kept in
+        this process when their count is another (the imports are then prepared again, in one piece)."""
+        self.partitions = partitions
+        if not self.incremental or self.kept_in == partitions:
+            return
+        self.states = {op: (run.share(st[0].repartition(partitions, *self.keys[op]), op), st[1])
+                       for op, st in self.states.items()}
+        self.carried, self.carried_rows, self.kept_in = {}, {}, partitions
 
 
 class _Captured(Exception):
@@ -284,11 +315,15 @@ class EpochLoops:
             if not start.incremental:
                 continue
             carry = self.carried.get(scope)
+            kept = last["loops"][scope]
+            start.keys = {op: doc["keys"] for op, doc in kept["states"].items()}
+            start.floor = kept.get("partitions")
             if carry is not None and carry.epoch == last["epoch"]:
                 start.states = dict(carry.states)
                 start.carried, start.carried_rows = dict(carry.pieces), dict(carry.rows)
+                start.kept_in = carry.partitions
             else:
-                start.states = self.load(run, scope, last["loops"][scope])
+                start.states = self.load(scope, kept)
             if not start.unchanged:
                 moving.add(scope)
         captured = DeltaRun(self.spark, self.module, self.params, self.base_dir, new, moving).capture()
@@ -297,15 +332,11 @@ class EpochLoops:
             starts[scope].new_imports = imports
         return starts
 
-    def load(self, run: RunContext, scope: str, kept: dict) -> dict:
-        """The states a loop left in an epoch, read back from the checkpoint, partitioned by their keys (as a
-        state is between rounds) and cached for the epoch."""
-        out = {}
-        for op, doc in kept["states"].items():
-            df = self.store.frame(self.spark, part_folder(scope, op), doc["ddl"], [doc["part"]])
-            df = run.share(df.repartition(run.partitions, *doc["keys"]), op)
-            out[op] = (df, doc["rows"])
-        return out
+    def load(self, scope: str, kept: dict) -> dict:
+        """The states a loop left in an epoch, read back from the checkpoint (partitioned when the loop runs:
+        `Start.partitioned`)."""
+        return {op: (self.store.frame(self.spark, part_folder(scope, op), doc["ddl"], [doc["part"]]), doc["rows"])
+                for op, doc in kept["states"].items()}
 
     def imports(self, run: RunContext, spec: LoopSpec, start: Start, imports: dict) -> dict:
         """The loop's growing imports, prepared as `Pieces` that outlive the epoch's run (each piece partitioned
@@ -360,7 +391,7 @@ class EpochLoops:
                 out[scope] = last["loops"][scope]
                 carry = self.carried.get(scope)
                 if carry is not None and carry.epoch == last["epoch"]:
-                    self.pending[scope] = Carry(number, carry.states, carry.pieces, carry.rows)
+                    self.pending[scope] = Carry(number, carry.states, carry.pieces, carry.rows, carry.partitions)
                 continue
             act = run.epoch.finished.get(scope)
             if act is None:
@@ -382,8 +413,10 @@ class EpochLoops:
                 out[scope] = {"epoch": number, "states": states,
                               "sources": decisions[scope].sources,
                               "strategy": decisions[scope].strategy}
+                if start is not None and start.partitions is not None:
+                    out[scope]["partitions"] = start.partitions  # the next epoch's floor (`Start.parallelism`)
                 if start is not None and start.pieces:
-                    self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows))
+                    self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows), start.partitions)
         return out
 
     def committed(self) -> None:

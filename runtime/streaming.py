@@ -742,6 +742,7 @@ class StreamRun:
             lp["activations"] = run.report["loops"].get(scope, {}).get("activations", 0)
             if "partitions" in run.report["loops"].get(scope, {}):  # an outermost loop's (runtime/parallelism.py)
                 lp["partitions"] = run.report["loops"][scope]["partitions"]["partitions"]
+                lp["partitions_why"] = run.report["loops"][scope]["partitions"]["why"]
             lp.setdefault("strategy", "recomputed")
             lp.setdefault("why", "it runs inside another loop's rounds")
             kept = fixpoints.get(scope)

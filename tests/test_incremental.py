@@ -192,3 +192,48 @@ def test_an_import_on_the_left_of_its_join(spark, tmp_path, incremental):
         assert s.run(report=str(tmp_path / "run.json")) == 0
         assert epoch_loop(str(tmp_path / "run.json"), "cc")["strategy"] == ("incremental" if wave else "recomputed")
         assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items()), wave
+
+
+def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them_when_outgrown(spark, tmp_path,
+                                                                                                incremental):
+    """8 shuffle partitions, and a loop input small enough for fewer: the first epoch recomputes in the count its
+    input needs. Incremental epochs after it run in that count, from states read back from the checkpoint (a new
+    run) and from states kept in this process (a second epoch of the same run), also when a larger
+    `loopPartitionBytes` would now give their input fewer (the count never shrinks: the states and imports would
+    be shuffled for it). An epoch whose input outgrows the count runs in more partitions (states and imports
+    shuffled again), and the epoch after it keeps those. Every epoch equals networkx."""
+    incremental("always")
+    keys = ("spark.sql.shuffle.partitions", "spark.scopeflow.loopPartitionBytes")
+    saved = {k: spark.conf.get(k, None) for k in keys}
+    spark.conf.set(keys[0], "8")
+    try:
+        rng = random.Random(11)
+        s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
+        edges, report = [], str(tmp_path / "run.json")
+
+        def run(per_partition, *waves):
+            nonlocal edges
+            spark.conf.set(keys[1], str(per_partition))
+            for wave in waves:
+                s.drop_csv(["src", "dst"], wave)
+            assert s.run(report=report) == 0
+            for wave in waves:
+                edges += wave
+            assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items())
+            with open(report) as fh:
+                return [next(lp for lp in e["loops"] if lp["scope"] == "cc") for e in json.load(fh)["epochs"]]
+
+        base, = run(5000, random_edges(rng, 150, 400))  # ~8 KiB of input (as Spark estimates it)
+        assert base["strategy"] == "recomputed" and 1 < base["partitions"] < 8, base
+        assert "a partition" in base["partitions_why"]
+        small = run(1 << 20, random_edges(rng, 5, 400), random_edges(rng, 5, 400))  # 1 partition's worth now
+        assert [lp["strategy"] for lp in small] == ["incremental"] * 2
+        assert [lp["partitions"] for lp in small] == [base["partitions"]] * 2, small
+        assert all(f"carry across epochs in {base['partitions']} partitions" in lp["partitions_why"] for lp in small)
+        grown = run(5000, random_edges(rng, 2000, 3000), random_edges(rng, 5, 3000))
+        assert [lp["strategy"] for lp in grown] == ["incremental"] * 2
+        assert grown[0]["partitions"] > base["partitions"] and "outgrew" in grown[0]["partitions_why"], grown[0]
+        assert grown[1]["partitions"] == grown[0]["partitions"], grown
+    finally:
+        for k, v in saved.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
