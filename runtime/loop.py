@@ -135,11 +135,11 @@ class LoopExecutor:
             if spec.until else None
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         counts, op_counts = rnd.materialise(also=tuple(fed.values()))
-        spark_jobs = run.jobs_in_group(group, rnd.jobs)
+        spark_jobs = run.jobs_in_group(group, rnd.waves)
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
         # cluster, holds only with counts in plans)
-        more = spark_jobs > rnd.jobs and run.checkpoints.counted_in_plans
+        more = spark_jobs > rnd.waves and run.checkpoints.counted_in_plans
         jobs = run.explain_jobs(group, rnd.recounted) if more else []
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if act.round == self.first:
@@ -156,7 +156,7 @@ class LoopExecutor:
         self.release(rnd, variables, fb_ck)
         run.round_done(spec, act.number, RoundRecord(act.round, time.perf_counter() - started, in_flight, op_counts,
                                                      attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks,
-                                                     {op: how for op, how in folds.items() if how}, rnd.jobs))
+                                                     {op: how for op, how in folds.items() if how}, rnd.waves))
         return attempt, fb_ck, in_flight, fed
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict, raw: dict, fed: dict, fb_ck: dict) -> None:

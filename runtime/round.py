@@ -39,7 +39,7 @@ class Round:
         self.nested: list[str] = []  # scopes of the loops this round ran
         self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
         self.recounted: Optional[str] = None  # why the round counted its records again, if it did
-        self.jobs = 1  # the Spark jobs the round's checkpoints need (`Checkpoints.waves`)
+        self.waves = 1  # the Spark jobs the round's checkpoints are stored by (`Checkpoints.waves`)
         self.plan_size: Optional[int] = None
 
     # ---- what generated round functions call ---------------------------------------------------------
@@ -190,7 +190,7 @@ class Round:
             observed = run.counters.observed(frames)
         else:
             waves = run.checkpoints.waves([ck for _, _, ck in self.pending])
-            self.jobs = len(waves)
+            self.waves = len(waves)
             total = sum(compute_checkpoints(run, wave) for wave in waves)
             observed = run.counters.observed(frames)
             counts = {key: observed.get(self.same_count[key]) if key in self.same_count
