@@ -23,7 +23,7 @@ from scopeflow.runtime import targets
 from scopeflow.runtime.arguments import read_setting
 from scopeflow.runtime.checkpoints import Checkpoints
 from scopeflow.runtime.counters import Counters
-from scopeflow.runtime.deployment import is_connect, is_stopped
+from scopeflow.runtime.deployment import is_connect, is_stopped, task_slots
 from scopeflow.runtime.errors import Position, RuntimeFailure, put_back_after, shown_path
 from scopeflow.runtime.interrupts import Interrupts
 from scopeflow.runtime.loop import Activation, run_activation
@@ -436,7 +436,7 @@ class RunContext:
         (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
         chosen = parallelism.choose(self.spark, self.partitions, frames)
-        return start.parallelism(chosen) if start is not None else chosen
+        return start.parallelism(chosen, task_slots(self.spark), self.partitions) if start is not None else chosen
 
     @contextmanager
     def _loop_conf(self, chosen: Optional[Parallelism]):

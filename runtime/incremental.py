@@ -128,19 +128,34 @@ class Start:
         """The loop's outputs (by emit name) when no round runs: its emitted states as they were."""
         return {e.name: self.states[e.node][0] for e in spec.emits}
 
-    def parallelism(self, chosen: Parallelism) -> Parallelism:
+    def parallelism(self, chosen: Parallelism, slots: Optional[int], full: int) -> Parallelism:
         """The partitions this epoch's loop runs in, given those its input so far would be given (`chosen`,
-        runtime/parallelism.py): an incremental epoch keeps the count its states and imports' pieces are in,
-        unless its input outgrew it (or a setting pins another). A count that changes costs a shuffle of the
-        states and the imports (`partitioned`); a count that followed every epoch's size would shuffle them
-        back and forth, so it only grows."""
-        if not self.incremental or self.floor is None or chosen.input_bytes is None:
+        runtime/parallelism.py), the tasks Spark runs at once (`slots`) and the session's count (`full`).
+
+        - At least `slots` (up to `full`): the states a streaming loop carries grow with the stream, and the
+          stream's stored input is Parquet, whose estimate (compressed) is below what the same records weigh as
+          CSV: measured, a 100,000-edge stream was estimated into one partition, leaving a core idle in every
+          round (benchmarks/RESULTS.md).
+        - An incremental epoch keeps the count its states and imports' pieces are in unless its input outgrew
+          it: a count that changes costs a shuffle of the states and the imports (`partitioned`), and one that
+          followed every epoch's size would shuffle them back and forth, so it only grows (within `full`).
+
+        A pinned count (`spark.scopeflow.loopPartitions`) or an unknown size gives `chosen` as it is."""
+        if chosen.input_bytes is None:
             return chosen
-        if chosen.partitions <= self.floor:
-            return Parallelism(self.floor, f"its states and imports carry across epochs in {self.floor} "
-                                           f"partitions (its input so far: {chosen.why})", chosen.input_bytes)
-        return Parallelism(chosen.partitions, f"its input so far outgrew the {self.floor} partitions its states "
-                                              f"and imports were kept in: {chosen.why}", chosen.input_bytes)
+        kept = min(self.floor, full) if self.incremental and self.floor else None
+        least = max(1, min(slots or 1, full))
+        n = max(chosen.partitions, least, kept or 0)
+        if kept is not None and chosen.partitions > kept:
+            why = f"its input so far outgrew the {kept} partitions its states and imports were kept in: {chosen.why}"
+        elif kept is not None and n == kept:
+            why = f"its states and imports carry across epochs in {kept} partitions (its input so far: {chosen.why})"
+        elif n > chosen.partitions:
+            why = (f"at least the {least} tasks Spark runs at once, as every loop that carries its states across "
+                   f"epochs (its input so far: {chosen.why})")
+        else:
+            return chosen
+        return Parallelism(n, why, chosen.input_bytes)
 
     def partitioned(self, run: RunContext, partitions: int) -> None:
         """Put the states an incremental epoch starts from in the partitions the loop runs in (by their keys, as a

@@ -13,6 +13,9 @@ the round's delta stay co-partitioned, so no round shuffles its state or imports
 rounds whose delta is small would re-partition the state and the imports each time the count
 changes; measured and left, see RESULTS.md.)
 
+A streaming loop whose fixpoint carries across epochs takes at least the tasks Spark runs at once, and keeps
+the count its states were kept in until its input outgrows it (`incremental.Start.parallelism`).
+
 `spark.scopeflow.loopPartitions=N` pins the count (experiments, or a loop Spark's estimate misjudges).
 """
 from __future__ import annotations
