@@ -320,7 +320,7 @@ class EpochLoops:
 
     # -- starting ----------------------------------------------------------------------------------------
 
-    def starts(self, run: RunContext, decisions: dict, last: Optional[dict], new: dict) -> dict:
+    def starts(self, decisions: dict, last: Optional[dict], new: dict) -> dict:
         """Every incremental-capable loop's `Start` in this epoch. One run incrementally starts from the states
         its last committed epoch left (kept in this process, else read back from the checkpoint), with its
         entries' and imports' new records (`new`: each stream's new records)."""

@@ -587,7 +587,7 @@ class StreamRun:
                 new = {op: self.store.frame(self.spark, op, s.schema, [new_parts[op]] if new_parts[op] else [])
                        for op, s in self.streams.items()}
                 started_loops = time.perf_counter()
-                run.epoch.loops = self.loops.starts(run, decisions, last, new)
+                run.epoch.loops = self.loops.starts(decisions, last, new)
                 entry["loops_start_seconds"] = round(time.perf_counter() - started_loops, 4)
                 self.module.pipeline(run)
                 run.finish()

@@ -61,7 +61,9 @@ def test_rounds_name_their_jobs_and_put_the_callers_tags_back(spark, example_cop
         stages = {s for j in tracker.getJobIdsForGroup(f"scopeflow:{job.run_id}:cc#1/r{round_no}")
                   for s in tracker.getJobInfo(j).stageIds}
         assert stages, round_no
-        names = {tracker.getStageInfo(s).name for s in stages}
+        # (Spark's status store keeps at most spark.ui.retainedStages stages and this suite's shared session runs
+        # far more: a job may list a stage the store has dropped; seen in CI as None)
+        names = {info.name for info in map(tracker.getStageInfo, stages) if info is not None}
         # (a stage is named after the round that made its RDD: a shuffle read back may be an earlier round's)
         assert f"loop cc round {round_no}" in names and all(n.startswith("loop cc round ") for n in names), names
 
