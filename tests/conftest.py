@@ -56,6 +56,24 @@ def combine_above(spark):
 
 
 @pytest.fixture
+def session_at(spark):
+    """The shared session with other settings for one test (put back after it)."""
+    saved = {}
+
+    def set_to(**values):
+        for key, value in values.items():
+            saved.setdefault(key, spark.conf.get(key, None))
+            spark.conf.set(key, str(value))
+
+    yield set_to
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+@pytest.fixture
 def example_copy(tmp_path):
     """Copy an example (and the shared data folder) into tmp_path so its outputs land there."""
 

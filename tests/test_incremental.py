@@ -197,7 +197,7 @@ def test_an_import_on_the_left_of_its_join(spark, tmp_path, incremental):
 
 
 def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them_when_outgrown(spark, tmp_path,
-                                                                                                incremental,
+                                                                                                incremental, session_at,
                                                                                                 monkeypatch):
     """12 shuffle partitions, and a loop input that needs fewer: the first epoch recomputes in the count its input
     needs. Incremental epochs after it run in that count, from states read back from the checkpoint (a new run)
@@ -212,9 +212,7 @@ def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them
     if task_slots(spark) >= 9:
         pytest.skip("needs a session that runs fewer than 9 tasks at once (a streaming loop runs in at least those)")
     incremental("always")
-    keys = ("spark.sql.shuffle.partitions", "spark.scopeflow.loopPartitionBytes")
-    saved = {k: spark.conf.get(k, None) for k in keys}
-    spark.conf.set(keys[0], "12")
+    session_at(**{"spark.sql.shuffle.partitions": 12})
     left = []  # per committed epoch: the partition counts of the states and import pieces it left
 
     def committed(self):
@@ -226,39 +224,35 @@ def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them
 
     original = EpochLoops.committed
     monkeypatch.setattr(EpochLoops, "committed", committed)
-    try:
-        rng = random.Random(11)
-        s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
-        edges, report = [], str(tmp_path / "run.json")
+    rng = random.Random(11)
+    s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
+    edges, report = [], str(tmp_path / "run.json")
 
-        def run(per_partition, *waves):
-            nonlocal edges
-            spark.conf.set(keys[1], str(per_partition))
-            left.clear()
-            for i, wave in enumerate(waves):  # one epoch each, in this order (a stream takes the oldest first)
-                stamp = time.time() + i
-                os.utime(s.drop_csv(["src", "dst"], wave), (stamp, stamp))
-            assert s.run(report=report) == 0
-            for wave in waves:
-                edges += wave
-            assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items())
-            with open(report) as fh:
-                loops = [next(lp for lp in e["loops"] if lp["scope"] == "cc") for e in json.load(fh)["epochs"]]
-            assert left == [{lp["partitions"]} for lp in loops], (left, loops)
-            return loops
+    def run(per_partition, *waves):
+        nonlocal edges
+        session_at(**{"spark.scopeflow.loopPartitionBytes": per_partition})
+        left.clear()
+        for i, wave in enumerate(waves):  # one epoch each, in this order (a stream takes the oldest first)
+            stamp = time.time() + i
+            os.utime(s.drop_csv(["src", "dst"], wave), (stamp, stamp))
+        assert s.run(report=report) == 0
+        for wave in waves:
+            edges += wave
+        assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items())
+        with open(report) as fh:
+            loops = [next(lp for lp in e["loops"] if lp["scope"] == "cc") for e in json.load(fh)["epochs"]]
+        assert left == [{lp["partitions"]} for lp in loops], (left, loops)
+        return loops
 
-        base, = run(1000, random_edges(rng, 150, 400))  # ~8 KiB of input (as Spark estimates it): 9 partitions
-        assert base["strategy"] == "recomputed" and task_slots(spark) < base["partitions"] < 12, base
-        assert "a partition" in base["partitions_why"]
-        small = run(1 << 20, random_edges(rng, 5, 400), random_edges(rng, 5, 400))  # 1 partition's worth now
-        assert [lp["strategy"] for lp in small] == ["incremental"] * 2
-        assert [lp["partitions"] for lp in small] == [base["partitions"]] * 2, small
-        assert all(f"carry across epochs in {base['partitions']} partitions" in lp["partitions_why"] for lp in small)
-        grown = run(2500, random_edges(rng, 5, 400), random_edges(rng, 2000, 3000), random_edges(rng, 5, 3000))
-        assert [lp["strategy"] for lp in grown] == ["incremental"] * 3
-        assert grown[0]["partitions"] == base["partitions"], grown[0]  # (its input still fits)
-        assert grown[1]["partitions"] == 12 and "outgrew" in grown[1]["partitions_why"], grown[1]
-        assert grown[2]["partitions"] == 12, grown[2]
-    finally:
-        for k, v in saved.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+    base, = run(1000, random_edges(rng, 150, 400))  # ~8 KiB of input (as Spark estimates it): 9 partitions
+    assert base["strategy"] == "recomputed" and task_slots(spark) < base["partitions"] < 12, base
+    assert "a partition" in base["partitions_why"]
+    small = run(1 << 20, random_edges(rng, 5, 400), random_edges(rng, 5, 400))  # 1 partition's worth now
+    assert [lp["strategy"] for lp in small] == ["incremental"] * 2
+    assert [lp["partitions"] for lp in small] == [base["partitions"]] * 2, small
+    assert all(f"carry across epochs in {base['partitions']} partitions" in lp["partitions_why"] for lp in small)
+    grown = run(2500, random_edges(rng, 5, 400), random_edges(rng, 2000, 3000), random_edges(rng, 5, 3000))
+    assert [lp["strategy"] for lp in grown] == ["incremental"] * 3
+    assert grown[0]["partitions"] == base["partitions"], grown[0]  # (its input still fits)
+    assert grown[1]["partitions"] == 12 and "outgrew" in grown[1]["partitions_why"], grown[1]
+    assert grown[2]["partitions"] == 12, grown[2]

@@ -17,24 +17,6 @@ from test_stdlib import random_graph
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def session_at(spark):
-    """The shared session with other settings for one test (put back after it)."""
-    saved = {}
-
-    def set_to(**values):
-        for key, value in values.items():
-            saved.setdefault(key, spark.conf.get(key, None))
-            spark.conf.set(key, str(value))
-
-    yield set_to
-    for key, value in saved.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
-
-
 def _cc_run(spark, tmp_path, name, edges):
     folder = tmp_path / name
     shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), folder.mkdir() or folder)
