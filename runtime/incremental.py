@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+import attrs
 from attrs import define, field, frozen
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -43,11 +44,14 @@ from scopeflow.runtime.spec import LoopSpec, ddl_columns, value_of
 from scopeflow.runtime.spec import sources as file_sources
 from scopeflow.stdlib.inputs import matches
 from scopeflow.stdlib.paths import local_path
-from scopeflow.stdlib.settings import INCREMENTAL, INCREMENTAL_MAX_CHANGE
+from scopeflow.stdlib.settings import INCREMENTAL, INCREMENTAL_MAX_CHANGE, INCREMENTAL_STATE_EVERY
 
 # measured (benchmarks/RESULTS.md, "Where incremental stops paying"): connected components over 10^6 edges, an
 # epoch adding 20 % costs 0.6 of a recompute incrementally, one adding 50 % about as much
 DEFAULT_MAX_CHANGE = 0.25
+# an incremental loop's states are written to the checkpoint at most this many epochs apart
+# (`spark.scopeflow.incremental.stateEvery`); an epoch after a restart starts from the last ones written
+DEFAULT_STATE_EVERY = 10
 BROADCAST_ROWS = 100_000  # an epoch's new import records up to this many are broadcast to meet the history
 MERGE_SHARE = 0.1  # a growing import's newer piece joins its base piece once it holds this share of its rows
 
@@ -62,6 +66,7 @@ class Decision:
     new_rows: int = 0  # the new records of the streams the loop reads
     rows: int = 0  # their records so far, this epoch's included
     sources: dict = field(factory=dict)  # the bounded sources' fingerprints, taken before the epoch read them
+    since: Optional[int] = None  # incremental: the epoch whose fixpoint it starts from (`new_rows` came after it)
 
 
 @define
@@ -74,6 +79,8 @@ class Carry:
     pieces: dict
     rows: dict = field(factory=dict)  # import -> (rows of the streams in its base piece, in its newer piece)
     partitions: Optional[int] = None  # the partitions its states and pieces are in (`Start.partitions`)
+    sources: dict = field(factory=dict)  # the bounded sources' fingerprints its fixpoint is over (`Decision`)
+    strategy: str = "incremental"  # how its epoch ran it
 
 
 @define
@@ -226,6 +233,30 @@ def settings(spark) -> tuple[str, float]:
             read_setting(spark, INCREMENTAL_MAX_CHANGE, DEFAULT_MAX_CHANGE, float))
 
 
+def state_every(spark) -> int:
+    """`spark.scopeflow.incremental.stateEvery`: at most this many epochs between two writes of an incremental
+    loop's states."""
+    return read_setting(spark, INCREMENTAL_STATE_EVERY, DEFAULT_STATE_EVERY, int)
+
+
+def part_epoch(part: dict) -> int:
+    """The epoch a stream's part was written by (`e<epoch>`: that epoch's records; `c<epoch>`: a compaction
+    of every part up to it)."""
+    return int(part["name"][1:])
+
+
+def parts_since(last: Optional[dict], new_parts: dict, ops, since: int) -> dict:
+    """op -> the parts that hold exactly stream `op`'s records of the epochs after `since`, this one's (`new_parts`)
+    included; None for a stream whose parts after `since` include a compaction, which holds older records too."""
+    out = {}
+    for op in ops:
+        before = last["sources"][op]["parts"] if last is not None and op in last["sources"] else []
+        after = [p for p in before if part_epoch(p) > since]
+        out[op] = None if any(not p["name"].startswith("e") for p in after) else \
+            after + ([new_parts[op]] if new_parts.get(op) else [])
+    return out
+
+
 def bounded_fingerprint(path: str) -> Optional[dict]:
     """What tells a bounded source changed between epochs: the names, sizes and modification times of the files
     it reads (a folder's, a glob's matches; a stat each, no read). None for a path not on this machine's file
@@ -263,6 +294,7 @@ class EpochLoops:
         self.carried: dict = {}  # scope -> Carry of the last committed epoch
         self.pending: dict = {}  # scope -> Carry of the epoch running, once its loops ran (`keep`)
         self.made: list = []  # the import pieces the epoch running prepared
+        self.reported: dict = {}  # scope -> its states' rows after the epoch, and the epoch the checkpoint's are of
 
     # -- deciding --------------------------------------------------------------------------------------
 
@@ -299,16 +331,35 @@ class EpochLoops:
         if changed:
             return recomputed(f"{self._describe(changed[0])} changed since epoch {before['epoch']}: the fixpoint "
                               "it left is over the old input")
+        since = self.since(spec.scope, last)
+        if since < last["epoch"]:  # (after a restart: the states last written, and every record after them)
+            parts = parts_since(last, new_parts, strategy.streams, since)
+            merged = [op for op in strategy.streams if parts[op] is None]
+            if merged:
+                return recomputed(f"its fixpoint in the checkpoint is epoch {since}'s, and the stored input of "
+                                  f"{self._describe(merged[0])} was compacted since: its records after epoch "
+                                  f"{since} are no longer apart from the older ones")
+            new = sum(p["rows"] for op in strategy.streams for p in parts[op])
         if new == 0:
             return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
-                            unchanged=True, rows=rows, sources=prints)
+                            unchanged=True, rows=rows, sources=prints, since=since)
         share = new / (rows - new) if rows > new else float("inf")
+        adds = "the epoch adds" if since == last["epoch"] else f"the epochs since epoch {since}'s fixpoint add"
         if mode == "auto" and share > limit:
-            return recomputed(f"the epoch adds {_percent(share)} to its input so far, more than "
+            return recomputed(f"{adds} {_percent(share)} to its input so far, more than "
                               f"{INCREMENTAL_MAX_CHANGE} = {_percent(limit)}")
-        return Decision("incremental", f"the epoch adds {_percent(share)} to its input so far "
+        return Decision("incremental", f"{adds} {_percent(share)} to its input so far "
                         f"({new:,} {'record' if new == 1 else 'records'})",
-                        new_rows=new, rows=rows, sources=prints)
+                        new_rows=new, rows=rows, sources=prints, since=since)
+
+    def since(self, scope: str, last: dict) -> int:
+        """The epoch whose fixpoint an incremental epoch of loop `scope` starts from: the last committed one when
+        this process holds what it left (`Carry`), else the one whose states the checkpoint holds (written at most
+        `stateEvery` epochs apart: `keep`)."""
+        carry = self.carried.get(scope)
+        if carry is not None and carry.epoch == last["epoch"]:
+            return last["epoch"]
+        return last["loops"][scope]["epoch"]
 
     def _describe(self, op: str) -> str:
         return f"source `{self.module.OPERATORS[op].name}`" if op in self.module.OPERATORS else f"source {op}"
@@ -320,10 +371,10 @@ class EpochLoops:
 
     # -- starting ----------------------------------------------------------------------------------------
 
-    def starts(self, decisions: dict, last: Optional[dict], new: dict) -> dict:
+    def starts(self, decisions: dict, last: Optional[dict], new_since) -> dict:
         """Every incremental-capable loop's `Start` in this epoch. One run incrementally starts from the states
-        its last committed epoch left (kept in this process, else read back from the checkpoint), with its
-        entries' and imports' new records (`new`: each stream's new records)."""
+        its last committed epoch left (kept in this process), else from those the checkpoint holds, with its
+        entries' and imports' records since (`new_since(epoch)`: each stream's records after that epoch)."""
         starts = {scope: Start(self, d) for scope, d in decisions.items() if scope in self.specs}
         moving = set()
         for scope, start in starts.items():
@@ -341,6 +392,10 @@ class EpochLoops:
                 start.states = self.load(scope, kept)
             if not start.unchanged:
                 moving.add(scope)
+        # (one pipeline run builds every moving loop's new input: a loop whose states are newer than the oldest
+        # ones started from gets records it has seen too, which change nothing in a monotone loop's fixpoint)
+        since = min((decisions[scope].since for scope in moving), default=None)
+        new = new_since(since) if since is not None else {}
         captured = DeltaRun(self.spark, self.module, self.params, self.base_dir, new, moving).capture()
         for scope, (entries, imports) in captured.items():
             starts[scope].entries = entries
@@ -395,27 +450,41 @@ class EpochLoops:
 
     # -- keeping ---------------------------------------------------------------------------------------------
 
-    def keep(self, run: RunContext, number: int, last: Optional[dict], decisions: dict) -> dict:
-        """Write the states every incremental-capable loop ended epoch `number` with: the manifest's `loops`
-        (a loop that left no states, e.g. restored whole from a snapshot, has none: its next epoch recomputes),
-        and hold them, with the imports' pieces, for the next epoch (`committed`)."""
+    def keep(self, run: RunContext, number: int, last: Optional[dict], decisions: dict, sources: dict) -> dict:
+        """The manifest's `loops` after epoch `number`: for every incremental-capable loop, the states the
+        checkpoint holds for it. Hold what each loop ended the epoch with (its states and the imports' pieces)
+        for the next epoch in this process (`committed`), and write its states to the checkpoint when they are
+        due (`write_due`); else the manifest keeps listing the ones written before, which an epoch after a
+        restart starts from (with every record since: `since`). A loop that left no states (e.g. restored
+        whole from a snapshot) has none: its next epoch recomputes. `sources`: the streams' state after the
+        epoch."""
         out = {}
+        self.reported = {}
         for scope, spec in self.specs.items():
             start = run.epoch.loops.get(scope)
+            before = (last or {}).get("loops", {}).get(scope)
             if start is not None and start.unchanged:
-                out[scope] = last["loops"][scope]
+                out[scope] = before
                 carry = self.carried.get(scope)
                 if carry is not None and carry.epoch == last["epoch"]:
-                    self.pending[scope] = Carry(number, carry.states, carry.pieces, carry.rows, carry.partitions)
+                    self.pending[scope] = attrs.evolve(carry, epoch=number, sources=decisions[scope].sources)
+                    rows = sum(held[1] for held in carry.states.values())
+                else:
+                    rows = sum(doc["rows"] for doc in before["states"].values())
+                self.reported[scope] = {"state_rows": rows, "state_epoch": before["epoch"]}
                 continue
             act = run.epoch.finished.get(scope)
             if act is None:
                 continue
+            write = self.write_due(spec, number, before, decisions[scope], sources)
             states, held = {}, {}
             for op in spec.strategy.states:
                 state = act.states.get(op)
                 if state is None or state.main is None:
                     break
+                held[op] = state.carried()
+                if not write:
+                    continue
                 df = state.full()
                 with run.acting(failures.Action(f"the state of {run.describe(op)} of loop `{scope}`", run.where(op),
                                                 doing="keeping")):
@@ -423,16 +492,50 @@ class EpochLoops:
                 fault("stream-loop-state-written")
                 states[op] = {"part": part, "rows": int(state.rows), "keys": list(state.keys),
                               "ddl": ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)}
-                held[op] = state.carried()
             else:
-                out[scope] = {"epoch": number, "states": states,
-                              "sources": decisions[scope].sources,
-                              "strategy": decisions[scope].strategy}
+                out[scope] = {"epoch": number, "states": states, "sources": decisions[scope].sources,
+                              "strategy": decisions[scope].strategy} if write else dict(before)
                 if start is not None and start.partitions is not None:
                     out[scope]["partitions"] = start.partitions  # the next epoch's floor (`Start.parallelism`)
-                if start is not None and start.pieces:
-                    self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows), start.partitions)
+                if start is not None:
+                    self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows), start.partitions,
+                                                decisions[scope].sources, decisions[scope].strategy)
+                self.reported[scope] = {"state_rows": sum(int(h[1]) for h in held.values()),
+                                        "state_epoch": out[scope]["epoch"]}
         return out
+
+    def write_due(self, spec: LoopSpec, number: int, before: Optional[dict], decision: Decision,
+                  sources: dict) -> bool:
+        """Does epoch `number` write loop `spec`'s states to the checkpoint? When the checkpoint holds none of it,
+        when the epoch recomputed it (the fixpoint before may be over a bounded source that changed since), when
+        the ones it holds are `stateEvery` epochs old, and when a stream's stored input was compacted since
+        them (an epoch after a restart could not tell the records after them from the older ones)."""
+        if before is None or decision.strategy != "incremental":
+            return True
+        if number - before["epoch"] >= state_every(self.spark):
+            return True
+        return any(not p["name"].startswith("e") and part_epoch(p) > before["epoch"]
+                   for op in spec.strategy.streams for p in sources[op]["parts"])
+
+    def flush(self, manifest: dict) -> Optional[dict]:
+        """The run ends after committing epoch `manifest`: write the states of every loop whose checkpoint copy
+        is older (`write_due` did not write them), so that the next run starts from this epoch's fixpoint. The
+        manifest's new `loops`, or None when nothing was written. (Only a run that stops cleanly gets here: one
+        killed leaves the states written before, which the next run starts from, with every record since.)"""
+        loops, wrote = dict(manifest.get("loops", {})), False
+        for scope, carry in self.carried.items():
+            entry = loops.get(scope)
+            if (entry is None or carry.epoch != manifest["epoch"] or entry["epoch"] == carry.epoch
+                    or set(carry.states) != set(entry["states"])):
+                continue
+            states = {}
+            for op, held in carry.states.items():
+                part = self.store.write_part(held[0], part_folder(scope, op), f"e{carry.epoch:010d}")
+                states[op] = {**entry["states"][op], "part": part, "rows": int(held[1])}
+            loops[scope] = {**entry, "epoch": carry.epoch, "states": states, "sources": carry.sources,
+                            "strategy": carry.strategy}
+            wrote = True
+        return loops if wrote else None
 
     def committed(self) -> None:
         """The epoch committed: what its loops left is the next epoch's start; free what it replaced."""

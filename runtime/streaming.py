@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from scopeflow.runtime.context import RunContext
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, shown_path
-from scopeflow.runtime.incremental import EpochLoops, part_folder
+from scopeflow.runtime.incremental import EpochLoops, part_folder, parts_since
 from scopeflow.runtime.progress import Progress
 from scopeflow.runtime.sinks import fault
 from scopeflow.runtime.snapshots import SnapshotRefused, atomic_json, sha256_file
@@ -293,6 +293,17 @@ class EpochStore:
         """Commit an epoch (one rename), then drop older manifests and the parts no longer listed."""
         atomic_json(os.path.join(self.state_dir, f"epoch-{manifest['epoch']:010d}.json"), manifest)
         fault("stream-epoch-committed")
+        self._clean(manifest)
+
+    def rewrite(self, manifest: dict) -> None:
+        """Replace the last committed epoch's manifest by `manifest`, of the same epoch and input (one rename:
+        a crash leaves one or the other, both whole), and drop the parts it no longer lists."""
+        atomic_json(os.path.join(self.state_dir, f"epoch-{manifest['epoch']:010d}.json"), manifest)
+        self._clean(manifest)
+
+    def _clean(self, manifest: dict) -> None:
+        """Drop what committed epoch `manifest` made obsolete: older manifests, its loops' snapshots and the parts
+        it does not list."""
         for number, path in self._manifests():
             if number < manifest["epoch"]:
                 os.remove(path)
@@ -388,6 +399,7 @@ class StreamRun:
         self.started = time.perf_counter()
         self.last_run: Optional[RunContext] = None
         self.stats: dict = {}  # loops and operators of the last epoch that ran the pipeline (`write_report`)
+        self.flushed: Optional[dict] = None  # the loops' states kept as the run stopped (`_flush`)
 
     def identity(self) -> dict:
         """What a checkpoint belongs to: the pipeline, its plan, and its streams as this run resolves them."""
@@ -425,6 +437,8 @@ class StreamRun:
                 self.query_id = str(self.query.id)
                 self.started_query.set()  # (an epoch may have started before `start` returned: it waits for its id)
                 self._wait()
+            if self.failure is None:
+                self._flush()
         finally:
             # (Spark's cache matches frames by plan: a later run over the same checkpoint's parts must not find
             # this run's loop imports and states)
@@ -432,6 +446,26 @@ class StreamRun:
         self._spark_durations()
         if self.failure is not None:
             raise self.failure
+
+    def _flush(self) -> None:
+        """The run stops cleanly: the states its incremental loops ended with go to the checkpoint, if their last
+        epoch did not write them (`spark.scopeflow.incremental.stateEvery`). Not needed for exactly-once (the next
+        run would start from older states, with every record since), so a failure here is only said."""
+        if self.manifest is None:
+            return
+        started = time.perf_counter()
+        try:
+            loops = self.loops.flush(self.manifest)
+            if loops is not None:
+                manifest = {**self.manifest, "loops": loops}
+                self.store.rewrite(manifest)
+                self.manifest = manifest
+                self.flushed = {"epoch": manifest["epoch"], "seconds": round(time.perf_counter() - started, 4)}
+                self.progress.trace(f"the loops' states of epoch {manifest['epoch']} kept for the next run "
+                                    f"({self.flushed['seconds']:.2f}s)")
+        except Exception as exc:  # noqa: BLE001 - the states written before stay valid
+            self.progress.trace(f"could not keep the loops' states of epoch {self.manifest['epoch']} for the next "
+                                f"run ({type(exc).__name__}: {exc}); it starts from those written before")
 
     def _over_no_input(self) -> None:
         """After --full-refresh dropped a checkpoint: the sinks get the result over no input (what the old
@@ -584,15 +618,13 @@ class StreamRun:
                     run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
                 decisions = self.loops.decisions(last, sources, new_parts)
                 entry["strategies"] = {scope: {"strategy": d.strategy, "why": d.why} for scope, d in decisions.items()}
-                new = {op: self.store.frame(self.spark, op, s.schema, [new_parts[op]] if new_parts[op] else [])
-                       for op, s in self.streams.items()}
                 started_loops = time.perf_counter()
-                run.epoch.loops = self.loops.starts(decisions, last, new)
+                run.epoch.loops = self.loops.starts(decisions, last, functools.partial(self._since, last, new_parts))
                 entry["loops_start_seconds"] = round(time.perf_counter() - started_loops, 4)
                 self.module.pipeline(run)
                 run.finish()
                 kept = time.perf_counter()
-                loops = self.loops.keep(run, number, last, decisions)
+                loops = self.loops.keep(run, number, last, decisions, sources)
                 entry["loops_state_seconds"] = round(time.perf_counter() - kept, 4)
             else:
                 entry["skipped"] = "no new input: the sinks hold the result already"
@@ -612,6 +644,15 @@ class StreamRun:
             batch.unpersist()
             run.close()
         self._epoch_done(run, entry, sources, self.manifest.get("loops", {}), started)
+
+    def _since(self, last: Optional[dict], new_parts: dict, since: int) -> dict:
+        """Each stream's records after epoch `since` (`new_parts`: this epoch's), as a frame (none for a stream
+        whose records after it were compacted with older ones: no loop starting from `since` reads it)."""
+        if last is None or since == last["epoch"]:
+            parts = {op: [new_parts[op]] if new_parts[op] else [] for op in self.streams}
+        else:
+            parts = {op: found or [] for op, found in parts_since(last, new_parts, self.streams, since).items()}
+        return {op: self.store.frame(self.spark, op, s.schema, parts[op]) for op, s in self.streams.items()}
 
     def _loop_snapshots(self, run: RunContext, number: int, sources: dict, entry: dict) -> None:
         """Snapshots of the epoch's loops: a loop killed mid-epoch resumes from its snapshot when the epoch runs
@@ -745,9 +786,8 @@ class StreamRun:
                 lp["partitions_why"] = run.report["loops"][scope]["partitions"]["why"]
             lp.setdefault("strategy", "recomputed")
             lp.setdefault("why", "it runs inside another loop's rounds")
-            kept = fixpoints.get(scope)
-            if kept is not None:  # the states it left for the next epoch
-                lp["state_rows"] = sum(st["rows"] for st in kept["states"].values())
+            if scope in self.loops.reported and scope in fixpoints:  # the states it left for the next epoch
+                lp.update(self.loops.reported[scope])
         for r in run.report["rounds"]:
             loops[r["scope"]]["seconds"] = round(loops[r["scope"]].get("seconds", 0.0) + r["seconds"], 4)
         entry["loops"] = list(loops.values())
@@ -781,6 +821,8 @@ class StreamRun:
                "seconds": round(time.perf_counter() - self.started, 4), "epochs_run": self.epochs_run,
                "epochs": self.epochs,
                **self.stats}  # the last epoch that ran the pipeline, as a batch report has them (`graph --stats`)
+        if self.flushed is not None:
+            doc["states_kept"] = self.flushed
         if error:
             doc["error"] = error
         tmp = f"{self.report_path}.tmp"

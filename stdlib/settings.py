@@ -20,6 +20,7 @@ CONNECT_SCRATCH = "spark.scopeflow.connect.scratchDir"
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
 INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
 INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
+INCREMENTAL_STATE_EVERY = "spark.scopeflow.incremental.stateEvery"  # epochs between an incremental loop's state writes
 LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
 PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
 STATE_OVERLAY = "spark.scopeflow.stateOverlay"  # a share of a state's keys; 0: every round rewrites it (runtime/state.py)
@@ -59,6 +60,9 @@ SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
     INCREMENTAL_MAX_CHANGE: (lambda t: _within(t, float, 0),
                              "expected a fraction of the input so far, at least 0 (e.g. 0.25: incremental while an "
                              "epoch adds at most 25 %)"),
+    INCREMENTAL_STATE_EVERY: (lambda t: _within(t, int, 1),
+                              "expected a positive number of epochs (e.g. 1: every epoch writes the states of its "
+                              "incremental loops)"),
     LOOP_PARTITIONS: (lambda t: t.strip().lower() == "auto" or _within(t, int, 1),
                       "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"),
     PARTITION_BYTES: (lambda t: _within(t, int, 1),

@@ -408,6 +408,7 @@ sink e | sssp(start) -> console()
     ("spark.scopeflow.combineAbove", ["0", "100000"], ["-5", "1e5"]),
     ("spark.scopeflow.incremental", ["auto", "OFF", "always"], ["sometimes"]),
     ("spark.scopeflow.incremental.maxChange", ["0", "0.25", "3"], ["-0.1", "ten"]),
+    ("spark.scopeflow.incremental.stateEvery", ["1", "10"], ["0", "-2", "1.5", "often"]),
     ("spark.scopeflow.loopPartitions", ["auto", "1", "64"], ["0", "many"]),
     ("spark.scopeflow.loopPartitionBytes", ["1", "4194304"], ["0", "4M"]),
     ("spark.scopeflow.stateOverlay", ["0", "0.25", "1"], ["1.5", "-0.1"]),

@@ -148,6 +148,48 @@ def test_a_kill_in_every_window_of_an_epoch_loses_and_repeats_nothing(tmp_path):
     assert marker["epoch"] == 9
 
 
+def test_a_killed_run_starts_from_the_states_last_written_and_a_clean_stop_keeps_its_last(tmp_path):
+    """`spark.scopeflow.incremental.stateEvery=3`: an incremental loop's states go to the checkpoint in the epoch
+    that recomputes it and then every third epoch, not in every one. A run SIGKILLed right after committing
+    epoch 5 leaves epoch 3's. The next run's first epoch starts from them with every record after epoch 3
+    (incremental; the report counts those records) and equals networkx; that run stops cleanly, and keeps its
+    last epoch's states for the run after it."""
+    f = Folder(tmp_path)
+    for edge in [(0, 1), (2, 3), (4, 5), (6, 7), (1, 2), (5, 6)]:  # epochs 4 and 5 merge what 0-3 left apart
+        f.drop([edge])
+    every = ("--conf", "spark.scopeflow.incremental.stateEvery=3")
+    proc = f.start(*every, fault="stream-epoch-committed@6", incremental="always")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert f.committed() == 5
+
+    def kept() -> dict:
+        manifest = json.loads((f.checkpoint / "scopeflow" / f"epoch-{f.committed():010d}.json").read_text())
+        (scope, loop), = manifest["loops"].items()
+        for op, doc in loop["states"].items():  # the parts of older states are gone
+            assert os.listdir(f.checkpoint / "scopeflow" / "state" / f"loop-{scope}-{op}") == [doc["part"]["name"]]
+        return loop
+
+    assert kept()["epoch"] == 3
+    f.drop([(10, 11), (11, 12)])  # (a run that started from epoch 3's states with these alone would miss them)
+    f.drop([(12, 13), (3, 50)])
+    report = tmp_path / "run.json"
+    proc = f.start(*every, "--report", str(report), incremental="always")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert f.committed() == 7
+    assert f.sink() == f.expected()
+    doc = json.loads(report.read_text())
+    first, second = ([lp for lp in e["loops"] if lp["scope"] == "cc"][0] for e in doc["epochs"])
+    since = 1 + 1 + 2  # the records of epochs 4, 5 and 6
+    assert first["strategy"] == "incremental", first
+    assert "since epoch 3's fixpoint" in first["why"] and f"({since} records)" in first["why"], first
+    assert (first["state_epoch"], second["state_epoch"]) == (6, 6)  # (epoch 6 is three after 3)
+    assert doc["states_kept"]["epoch"] == 7 and kept()["epoch"] == 7
+    assert first["state_rows"] == len({v for e in f.waves[-2] for v in e})  # (a vertex of each edge's ends)
+    assert second["state_rows"] == len({v for e in f.edges for v in e})
+
+
 @pytest.mark.soak
 def test_random_kills_across_twelve_epochs(tmp_path):
     """SIGKILLs at random moments (paced by the epochs committed, plus a random delay that lands mid-epoch,
