@@ -392,14 +392,14 @@ class EpochLoops:
                 start.states = self.load(scope, kept)
             if not start.unchanged:
                 moving.add(scope)
-        # (one pipeline run builds every moving loop's new input: a loop whose states are newer than the oldest
-        # ones started from gets records it has seen too, which change nothing in a monotone loop's fixpoint)
-        since = min((decisions[scope].since for scope in moving), default=None)
-        new = new_since(since) if since is not None else {}
-        captured = DeltaRun(self.spark, self.module, self.params, self.base_dir, new, moving).capture()
-        for scope, (entries, imports) in captured.items():
-            starts[scope].entries = entries
-            starts[scope].new_imports = imports
+        # one pipeline run over the new records builds the new input of every moving loop that starts from the
+        # same epoch (all of them, but after a restart that found states of different epochs)
+        for since in sorted({decisions[scope].since for scope in moving}):
+            group = {scope for scope in moving if decisions[scope].since == since}
+            captured = DeltaRun(self.spark, self.module, self.params, self.base_dir, new_since(since), group).capture()
+            for scope, (entries, imports) in captured.items():
+                starts[scope].entries = entries
+                starts[scope].new_imports = imports
         return starts
 
     def load(self, scope: str, kept: dict) -> dict:
@@ -517,6 +517,12 @@ class EpochLoops:
         return any(not p["name"].startswith("e") and part_epoch(p) > before["epoch"]
                    for op in spec.strategy.streams for p in sources[op]["parts"])
 
+    def carry_over(self, number: int) -> None:
+        """Epoch `number` ran no loop (no new record): what the loops held after the epoch before is theirs after
+        this one (`committed`)."""
+        self.pending = {scope: attrs.evolve(carry, epoch=number) for scope, carry in self.carried.items()
+                        if carry.epoch == number - 1}
+
     def flush(self, manifest: dict) -> Optional[dict]:
         """The run ends after committing epoch `manifest`: write the states of every loop whose checkpoint copy
         is older (`write_due` did not write them), so that the next run starts from this epoch's fixpoint. The
@@ -531,6 +537,7 @@ class EpochLoops:
             states = {}
             for op, held in carry.states.items():
                 part = self.store.write_part(held[0], part_folder(scope, op), f"e{carry.epoch:010d}")
+                fault("stream-loop-state-written")
                 states[op] = {**entry["states"][op], "part": part, "rows": int(held[1])}
             loops[scope] = {**entry, "epoch": carry.epoch, "states": states, "sources": carry.sources,
                             "strategy": carry.strategy}

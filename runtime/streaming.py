@@ -16,9 +16,10 @@ epoch that did not commit with the same files. Each epoch (`foreachBatch`, `Stre
 5. commits the epoch: `epoch-<n>.json` (the parts with their checksums, the files read with their size and
    time), written by one rename. Then Spark writes `commits/<n>`.
 
-The state is the input so far, compacted into one part when it has more than `COMPACT_PARTS`; older manifests
-and parts are deleted once an epoch commits. Loops are recomputed each epoch (the strategy is per loop: the
-incremental one comes with issue #24).
+The state is the input so far, compacted into one part when it has more than `COMPACT_PARTS`, and the states
+the incremental loops left (runtime/incremental.py: written when due, not every epoch, and when a run stops
+cleanly); older manifests and parts are deleted once an epoch commits. A loop is recomputed each epoch or run
+from the previous epoch's fixpoint, per loop and epoch (`EpochLoops.decide`).
 """
 from __future__ import annotations
 
@@ -628,6 +629,7 @@ class StreamRun:
                 entry["loops_state_seconds"] = round(time.perf_counter() - kept, 4)
             else:
                 entry["skipped"] = "no new input: the sinks hold the result already"
+                self.loops.carry_over(number)
             entry["pipeline_seconds"] = round(time.perf_counter() - tick, 4)
             tick = time.perf_counter()
             manifest = {"written_by": "scopeflow", "format": STATE_FORMAT, "epoch": number, "query": query,
@@ -646,8 +648,9 @@ class StreamRun:
         self._epoch_done(run, entry, sources, self.manifest.get("loops", {}), started)
 
     def _since(self, last: Optional[dict], new_parts: dict, since: int) -> dict:
-        """Each stream's records after epoch `since` (`new_parts`: this epoch's), as a frame (none for a stream
-        whose records after it were compacted with older ones: no loop starting from `since` reads it)."""
+        """Each stream's records after epoch `since` (`new_parts`: this epoch's), as a frame; none for a stream
+        whose records after it were compacted with older ones (`EpochLoops.decide` recomputes a loop that starts
+        from `since` and reads it)."""
         if last is None or since == last["epoch"]:
             parts = {op: [new_parts[op]] if new_parts[op] else [] for op in self.streams}
         else:
@@ -840,7 +843,7 @@ class StreamRun:
 
 def listed_parts(manifest: dict):
     """(part folder, part) of every Parquet part an epoch's manifest lists: the streams' input so far and the
-    states its incremental loops left."""
+    states of its incremental loops (each of the epoch that wrote them: this one or an earlier one)."""
     for op, source in manifest["sources"].items():
         for part in source["parts"]:
             yield op, part

@@ -256,3 +256,84 @@ def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them
     assert grown[0]["partitions"] == base["partitions"], grown[0]  # (its input still fits)
     assert grown[1]["partitions"] == 12 and "outgrew" in grown[1]["partitions_why"], grown[1]
     assert grown[2]["partitions"] == 12, grown[2]
+
+
+TWO_LOOPS = """pipeline itwo
+source xs = stream files("in", format = "csv", header = true, max_files_per_epoch = 1) schema (src: long, dst: long)
+source ys = stream files("y", format = "csv", header = true, max_files_per_epoch = 1) schema (src: long, dst: long)
+xe = xs | union(xs | select(src = dst, dst = src))
+ye = ys | union(ys | select(src = dst, dst = src))
+xi = xe | select(id = src, label = src) | distinct
+yi = ye | select(id = src, label = src) | distinct
+cx = loop ccx(labels = xi) with (e = xe) {
+    best   = labels | reduce(by id, label = min(label))
+    spread = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)
+    feedback labels <- spread
+    emit state best
+}
+cy = loop ccy(labels = yi) with (e = ye) {
+    best   = labels | reduce(by id, label = min(label))
+    spread = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)
+    feedback labels <- spread
+    emit state best
+}
+sink cx -> csv("out/x", header = true)
+sink cy -> csv("out/y", header = true)
+"""
+
+
+def test_loops_whose_states_are_of_different_epochs_each_start_with_every_record_since_theirs(spark, tmp_path,
+                                                                                            incremental, monkeypatch):
+    """Two incremental loops over two streams (`stateEvery` 10, a stream's input compacted beyond 2 parts). Run 1:
+    epoch 0 reads a file of each stream, epochs 1, 2 and 4 a file of `xs`, epoch 3 a file of `xs` with no row
+    (an epoch that runs nothing: the loops keep what they hold in memory, and epoch 4 starts from it). Epoch 2
+    compacts `xs`'s input, so `ccx` writes its states then; `ccy`'s stay epoch 0's. The run ends as a kill after
+    its last commit leaves it (it writes nothing more as it stops). Run 2 gets a file of each stream: `ccx`
+    starts from epoch 2's states with `xs`'s records after epoch 2, `ccy` from epoch 0's with `ys`'s after
+    epoch 0; both sinks equal networkx."""
+    from conftest import write_csv
+    from scopeflow.runtime import streaming
+
+    monkeypatch.setattr(streaming, "COMPACT_PARTS", 2)
+    monkeypatch.setattr(streaming.StreamRun, "_flush", lambda self: None)  # (what a SIGKILL after the commit leaves)
+    incremental("always")
+    s = Stream(spark, tmp_path, TWO_LOOPS)
+    (tmp_path / "y").mkdir()
+    dropped = {"in": [], "y": []}
+
+    def drop(folder, rows):
+        n = sum(map(len, dropped.values()))
+        tmp, path = tmp_path / f".f{n}.csv", tmp_path / folder / f"f{n:03d}.csv"
+        write_csv(tmp, ["src", "dst"], rows)
+        os.replace(tmp, path)
+        stamp = time.time() + n  # (a stream takes the oldest first)
+        os.utime(path, (stamp, stamp))
+        dropped[folder].append(rows)
+
+    def check(report):
+        for out, folder in (("x", "in"), ("y", "y")):
+            edges = [e for rows in dropped[folder] for e in rows]
+            assert s.output(out, (int, int)) == Counter(reference.connected_components(edges).items()), out
+        with open(report) as fh:
+            return [{lp["scope"]: lp for lp in e["loops"]} for e in json.load(fh)["epochs"]]
+
+    drop("in", [(1, 2)])
+    drop("y", [(10, 11)])
+    for rows in ([(3, 4)], [(2, 3)], [], [(5, 6)]):
+        drop("in", rows)
+    assert s.run(report=str(tmp_path / "r1.json")) == 0
+    epochs = check(tmp_path / "r1.json")
+    assert [sorted(e) for e in epochs] == [["ccx", "ccy"]] * 3 + [[]] + [["ccx", "ccy"]], epochs  # (epoch 3 ran nothing)
+    assert [e["ccx"]["state_epoch"] for e in epochs if e] == [0, 0, 2, 2]
+    assert [e["ccy"]["state_epoch"] for e in epochs if e] == [0, 0, 0, 0]
+    assert epochs[4]["ccx"]["why"].startswith("the epoch adds"), epochs[4]["ccx"]  # (from what epoch 3 held)
+    manifest = s.manifest()
+    assert manifest["epoch"] == 4 and {sc: lp["epoch"] for sc, lp in manifest["loops"].items()} == \
+        {"ccx": 2, "ccy": 0}
+    drop("in", [(6, 1)])
+    drop("y", [(20, 21)])
+    assert s.run(report=str(tmp_path / "r2.json")) == 0
+    (epoch,) = check(tmp_path / "r2.json")
+    assert epoch["ccx"]["strategy"] == epoch["ccy"]["strategy"] == "incremental", epoch
+    assert "since epoch 2's fixpoint" in epoch["ccx"]["why"] and "(2 records)" in epoch["ccx"]["why"], epoch
+    assert "since epoch 0's fixpoint" in epoch["ccy"]["why"] and "(1 record)" in epoch["ccy"]["why"], epoch

@@ -321,14 +321,14 @@ def test_a_replayed_epoch_writes_nothing(spark, tmp_path, capsys):
 
 
 def test_state_is_compacted(spark, tmp_path, monkeypatch):
-    """Eight epochs of one file each, compacting beyond 3 parts: the state is never more than COMPACT_PARTS
+    """Eight epochs of one file each, compacting beyond 4 parts: the state is never more than COMPACT_PARTS
     parts, and older manifests are gone. The edges form a star, so each epoch's loop takes few rounds. The
     loop's states are written in the epochs that recompute it (each adds over 25 % to its input until epoch 4)
-    and in those that compact its input (3 and 6; an epoch after a restart could not tell the records after
+    and in the one that compacts its input (4: an epoch after a restart could not tell the records after
     older states from the rest), not in the others (`stateEvery` is 10), and once more as the run stops."""
     from scopeflow.runtime import streaming
 
-    monkeypatch.setattr(streaming, "COMPACT_PARTS", 3)
+    monkeypatch.setattr(streaming, "COMPACT_PARTS", 4)
     s = Stream(spark, tmp_path, CC.format(extra=", max_files_per_epoch = 1"))
     edges = [(0, i + 1) for i in range(8)]
     for e in edges:
@@ -338,12 +338,12 @@ def test_state_is_compacted(spark, tmp_path, monkeypatch):
     doc = json.loads(report.read_text())
     loops = [e["loops"][0] for e in doc["epochs"]]
     assert [lp["strategy"] for lp in loops] == ["recomputed"] * 4 + ["incremental"] * 4
-    assert [lp["state_epoch"] for lp in loops] == [0, 1, 2, 3, 3, 3, 6, 6]
+    assert [lp["state_epoch"] for lp in loops] == [0, 1, 2, 3, 4, 4, 4, 4]
     assert [lp["state_rows"] for lp in loops] == [n + 2 for n in range(8)]
     assert doc["states_kept"]["epoch"] == 7
     m = s.manifest()
     parts = m["sources"]["n001"]["parts"]
-    assert m["epoch"] == 7 and len(parts) <= 3 and sum(p["rows"] for p in parts) == 8
+    assert m["epoch"] == 7 and len(parts) <= 4 and sum(p["rows"] for p in parts) == 8
     assert sorted(os.listdir(os.path.join(s.checkpoint, "scopeflow", "state", "n001"))) == sorted(p["name"] for p in parts)
     assert [n for n in os.listdir(os.path.join(s.checkpoint, "scopeflow")) if n.startswith("epoch-")] == \
         ["epoch-0000000007.json"]

@@ -128,7 +128,8 @@ def test_a_kill_in_every_window_of_an_epoch_loses_and_repeats_nothing(tmp_path):
               ("stream-epoch-committed@2", "always")]
     for fault, mode in faults:
         before = f.committed()
-        proc = f.start(fault=fault, incremental=mode)
+        # (every epoch writes its loop's states, so that a kill lands in an epoch's state write)
+        proc = f.start("--conf", "spark.scopeflow.incremental.stateEvery=1", fault=fault, incremental=mode)
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == -signal.SIGKILL, (fault, proc.returncode, err)
         assert f.committed() >= before
