@@ -462,8 +462,9 @@ class StreamRun:
                 self.store.rewrite(manifest)
                 self.manifest = manifest
                 self.flushed = {"epoch": manifest["epoch"], "seconds": round(time.perf_counter() - started, 4)}
-                self.progress.trace(f"the loops' states of epoch {manifest['epoch']} kept for the next run "
-                                    f"({self.flushed['seconds']:.2f}s)")
+                if self.trace:  # (--trace; the report has it as `states_kept`)
+                    self.progress.trace(f"the loops' states of epoch {manifest['epoch']} kept for the next run "
+                                        f"({self.flushed['seconds']:.2f}s)")
         except Exception as exc:  # noqa: BLE001 - the states written before stay valid
             self.progress.trace(f"could not keep the loops' states of epoch {self.manifest['epoch']} for the next "
                                 f"run ({type(exc).__name__}: {exc}); it starts from those written before")
