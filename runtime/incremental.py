@@ -245,6 +245,11 @@ def part_epoch(part: dict) -> int:
     return int(part["name"][1:])
 
 
+def merged(part: dict) -> bool:
+    """Does a stream's part hold the records of several epochs (a compaction)?"""
+    return not part["name"].startswith("e")
+
+
 def parts_since(last: Optional[dict], new_parts: dict, ops, since: int) -> dict:
     """op -> the parts that hold exactly stream `op`'s records of the epochs after `since`, this one's (`new_parts`)
     included; None for a stream whose parts after `since` include a compaction, which holds older records too."""
@@ -252,7 +257,7 @@ def parts_since(last: Optional[dict], new_parts: dict, ops, since: int) -> dict:
     for op in ops:
         before = last["sources"][op]["parts"] if last is not None and op in last["sources"] else []
         after = [p for p in before if part_epoch(p) > since]
-        out[op] = None if any(not p["name"].startswith("e") for p in after) else \
+        out[op] = None if any(merged(p) for p in after) else \
             after + ([new_parts[op]] if new_parts.get(op) else [])
     return out
 
@@ -294,7 +299,6 @@ class EpochLoops:
         self.carried: dict = {}  # scope -> Carry of the last committed epoch
         self.pending: dict = {}  # scope -> Carry of the epoch running, once its loops ran (`keep`)
         self.made: list = []  # the import pieces the epoch running prepared
-        self.reported: dict = {}  # scope -> its states' rows after the epoch, and the epoch the checkpoint's are of
 
     # -- deciding --------------------------------------------------------------------------------------
 
@@ -459,7 +463,6 @@ class EpochLoops:
         whole from a snapshot) has none: its next epoch recomputes. `sources`: the streams' state after the
         epoch."""
         out = {}
-        self.reported = {}
         for scope, spec in self.specs.items():
             start = run.epoch.loops.get(scope)
             before = (last or {}).get("loops", {}).get(scope)
@@ -468,10 +471,6 @@ class EpochLoops:
                 carry = self.carried.get(scope)
                 if carry is not None and carry.epoch == last["epoch"]:
                     self.pending[scope] = attrs.evolve(carry, epoch=number, sources=decisions[scope].sources)
-                    rows = sum(held[1] for held in carry.states.values())
-                else:
-                    rows = sum(doc["rows"] for doc in before["states"].values())
-                self.reported[scope] = {"state_rows": rows, "state_epoch": before["epoch"]}
                 continue
             act = run.epoch.finished.get(scope)
             if act is None:
@@ -488,8 +487,7 @@ class EpochLoops:
                 df = state.full()
                 with run.acting(failures.Action(f"the state of {run.describe(op)} of loop `{scope}`", run.where(op),
                                                 doing="keeping")):
-                    part = self.store.write_part(df, part_folder(scope, op), f"e{number:010d}")
-                fault("stream-loop-state-written")
+                    part = self._write_state(scope, op, df, number)
                 states[op] = {"part": part, "rows": int(state.rows), "keys": list(state.keys),
                               "ddl": ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields)}
             else:
@@ -500,9 +498,16 @@ class EpochLoops:
                 if start is not None:
                     self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows), start.partitions,
                                                 decisions[scope].sources, decisions[scope].strategy)
-                self.reported[scope] = {"state_rows": sum(int(h[1]) for h in held.values()),
-                                        "state_epoch": out[scope]["epoch"]}
         return out
+
+    def rows_held(self, scope: str, kept: dict) -> int:
+        """The rows of the states loop `scope` ended the last committed epoch with: those this process holds for
+        it, else those its entry in that epoch's manifest (`kept`) lists (the checkpoint's are still its
+        fixpoint)."""
+        carry = self.carried.get(scope)
+        if carry is not None and carry.states:
+            return sum(int(held[1]) for held in carry.states.values())
+        return sum(doc["rows"] for doc in kept["states"].values())
 
     def write_due(self, spec: LoopSpec, number: int, before: Optional[dict], decision: Decision,
                   sources: dict) -> bool:
@@ -514,8 +519,14 @@ class EpochLoops:
             return True
         if number - before["epoch"] >= state_every(self.spark):
             return True
-        return any(not p["name"].startswith("e") and part_epoch(p) > before["epoch"]
+        return any(merged(p) and part_epoch(p) > before["epoch"]
                    for op in spec.strategy.streams for p in sources[op]["parts"])
+
+    def _write_state(self, scope: str, op: str, df: DataFrame, number: int) -> dict:
+        """Write the state of operator `op` of loop `scope` as epoch `number` left it; its part's listing."""
+        part = self.store.write_part(df, part_folder(scope, op), f"e{number:010d}")
+        fault("stream-loop-state-written")
+        return part
 
     def carry_over(self, number: int) -> None:
         """Epoch `number` ran no loop (no new record): what the loops held after the epoch before is theirs after
@@ -536,8 +547,7 @@ class EpochLoops:
                 continue
             states = {}
             for op, held in carry.states.items():
-                part = self.store.write_part(held[0], part_folder(scope, op), f"e{carry.epoch:010d}")
-                fault("stream-loop-state-written")
+                part = self._write_state(scope, op, held[0], carry.epoch)
                 states[op] = {**entry["states"][op], "part": part, "rows": int(held[1])}
             loops[scope] = {**entry, "epoch": carry.epoch, "states": states, "sources": carry.sources,
                             "strategy": carry.strategy}

@@ -652,10 +652,7 @@ class StreamRun:
         """Each stream's records after epoch `since` (`new_parts`: this epoch's), as a frame; none for a stream
         whose records after it were compacted with older ones (`EpochLoops.decide` recomputes a loop that starts
         from `since` and reads it)."""
-        if last is None or since == last["epoch"]:
-            parts = {op: [new_parts[op]] if new_parts[op] else [] for op in self.streams}
-        else:
-            parts = {op: found or [] for op, found in parts_since(last, new_parts, self.streams, since).items()}
+        parts = {op: found or [] for op, found in parts_since(last, new_parts, self.streams, since).items()}
         return {op: self.store.frame(self.spark, op, s.schema, parts[op]) for op, s in self.streams.items()}
 
     def _loop_snapshots(self, run: RunContext, number: int, sources: dict, entry: dict) -> None:
@@ -790,8 +787,10 @@ class StreamRun:
                 lp["partitions_why"] = run.report["loops"][scope]["partitions"]["why"]
             lp.setdefault("strategy", "recomputed")
             lp.setdefault("why", "it runs inside another loop's rounds")
-            if scope in self.loops.reported and scope in fixpoints:  # the states it left for the next epoch
-                lp.update(self.loops.reported[scope])
+            kept = fixpoints.get(scope)
+            if kept is not None:  # the states it left for the next epoch, and the epoch the checkpoint's are of
+                lp["state_rows"] = self.loops.rows_held(scope, kept)
+                lp["state_epoch"] = kept["epoch"]
         for r in run.report["rounds"]:
             loops[r["scope"]]["seconds"] = round(loops[r["scope"]].get("seconds", 0.0) + r["seconds"], 4)
         entry["loops"] = list(loops.values())
