@@ -109,6 +109,13 @@ class Checkpoints:
         re-checkpointed every round would carry an estimate whose digits double
         each round (a `BigInt` that exhausts the heap after a few hundred rounds).
         A checkpoint is a fresh leaf: it starts from Spark's default estimate.
+
+        A checkpoint in one partition says `SinglePartition`, whatever placement its plan had: a loop
+        in one partition (runtime/parallelism.py) then folds its state with the round's records and
+        joins them with its imports (`repartition(1, ...)`: single-partition too) without a shuffle.
+        Mixed with a one-partition hash partitioning, Spark cannot match a union's sides and shuffles
+        the state every round (measured: benchmarks/RESULTS.md); two single-partition sides of a join
+        need `context.ONE_PARTITION_CONF`.
         """
         plan = ck._jdf.queryExecution().logical()
         if plan.getClass().getSimpleName() != "LogicalRDD":
@@ -116,10 +123,15 @@ class Checkpoints:
         if self._detach is None:
             jvm = self.spark._jvm
             self._detach = (getattr(getattr(jvm.scala, "None$"), "MODULE$"),
-                            getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"))
-        none, dataset = self._detach
+                            getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
+                            getattr(getattr(jvm.org.apache.spark.sql.catalyst.plans.physical, "SinglePartition$"),
+                                    "MODULE$"))
+        none, dataset, single = self._detach
         session = self.spark._jsparkSession
-        fresh = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(),
+        partitioning = plan.outputPartitioning()
+        if partitioning.numPartitions() == 1:
+            partitioning = single
+        fresh = plan.copy(plan.output(), plan.rdd(), partitioning, plan.outputOrdering(),
                           plan.isStreaming(), plan.stream(), session, none, none, plan.isCheckpointedInput())
         return DataFrame(dataset.ofRows(session, fresh), self.spark)
 

@@ -63,6 +63,11 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
+# A loop in one partition: every checkpoint is in one partition (`Checkpoints.detach_statistics` says so), and
+# Spark shuffles both sides of a join of two single-partition streams again when one is estimated above
+# `spark.sql.maxSinglePartitionBytes`, which a checkpoint always is (its statistics are detached): into one
+# partition, the same place. Measured on the path graph: see benchmarks/RESULTS.md.
+ONE_PARTITION_CONF = {"spark.sql.maxSinglePartitionBytes": str((1 << 63) - 1)}
 COMBINE_ABOVE_DEFAULT = 100_000
 # pyspark logs a failure with a query context as a line of JSON on stderr when it converts it; scopeflow
 # tells the failure itself (and keeps it in the JVM log), so these are quiet while a run acts
@@ -445,7 +450,8 @@ class RunContext:
         if chosen is None:  # a nested loop: its outermost loop's settings hold
             yield
             return
-        values = {**LOOP_CONF, "spark.sql.shuffle.partitions": str(chosen.partitions)}
+        values = {**LOOP_CONF, "spark.sql.shuffle.partitions": str(chosen.partitions),
+                  **(ONE_PARTITION_CONF if chosen.partitions == 1 else {})}
         self.loop_partitions = chosen.partitions
         try:
             with settings(self.spark, values), jobs.tagged(self.spark):

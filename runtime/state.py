@@ -19,7 +19,8 @@ delta holds more than `OVERLAY_SHARE` of main's keys, the round compacts (the st
 
 Each side of the fold's union carries a flag column `_sf_ch`: false for main's records, true for the
 overlay's, null for the round's; the group's result carries in it whether the round changed (or added) the
-key. The union keeps the key partitioning, so the group shuffles nothing. The result is the round's ONE
+key. The union keeps the key partitioning, so the group shuffles nothing (in one partition: every side is
+single-partition, `Checkpoints.detach_statistics`). The result is the round's ONE
 checkpoint for the operator (materialised by the round's single Spark job); the operator's output — the new or
 changed keys — is a filter on it (`_sf_ch`), not a second copy. Null keys fold like any other key (an equi-join never
 matches them: main's records with one join the first fold into an overlay, which keeps them).

@@ -88,3 +88,38 @@ def test_a_bad_setting_on_the_command_line_exits_2_before_spark_starts(run_cli):
         proc = run_cli("run", flow, "--conf", f"{key}={value}", env=without_java())
         assert proc.returncode == 2, proc.stderr
         assert f"--conf {key}={value}: expected" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("kernel", ["cc", "sssp"])
+def test_a_loop_in_one_partition_shuffles_neither_its_state_nor_its_imports(spark, tmp_path, session_at, kernel):
+    """In one partition every stream is in the same place, so no round needs a shuffle: after round 0 a round's
+    job is one stage of one task per checkpoint (the state's and the feedback's). Spark would shuffle the fold's
+    union of a one-partition state with a single-partition delta, and both sides of a join of two
+    single-partition streams of unknown size (`Checkpoints.detach_statistics`, `ONE_PARTITION_CONF`), into
+    the same one partition. The output equals the reference."""
+    session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "4194304", LOOP_PARTITIONS: "auto"})
+    edges = random_graph(7, 120, 300)
+    folder = tmp_path / kernel
+    folder.mkdir()
+    if kernel == "cc":
+        flow, out, want = "connected_components.flow", "components", reference.connected_components(edges)
+        write_csv(folder / "data" / "graph.csv", ["src", "dst"], edges)
+        types = (int, int)
+    else:
+        wedges = [(a, b, float((a * 7 + b) % 5 + 1)) for a, b in edges]
+        flow, out, want = "sssp.flow", "distances", reference.sssp(wedges, edges[0][0])
+        write_csv(folder / "data" / "wgraph.csv", ["src", "dst", "w"], wedges)
+        types = (int, float)
+    shutil.copy(os.path.join(EXAMPLES, flow), folder)
+    params = {"source_id": edges[0][0]} if kernel == "sssp" else {}
+    run_file(str(folder / flow), spark=spark, report=str(folder / "run.json"), params=params)
+    with open(folder / "run.json") as fh:
+        doc = json.load(fh)
+    got = read_output(str(folder / "out" / out), types)
+    assert dict(got) == want and len(got) == len(want)
+    (loop,) = doc["loops"]
+    assert loop["partitions"]["partitions"] == 1, loop["partitions"]
+    rounds = doc["rounds"]
+    assert len(rounds) > 3
+    assert [r["tasks"] for r in rounds[1:]] == [2] * (len(rounds) - 1), [r["tasks"] for r in rounds]
+    assert spark.conf.get("spark.sql.maxSinglePartitionBytes") != str((1 << 63) - 1)  # the loop's only
