@@ -63,7 +63,7 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
-# A loop in one partition: every checkpoint is in one partition (`Checkpoints.detach_statistics` says so), and
+# A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and
 # Spark shuffles both sides of a join of two single-partition streams again when one is estimated above
 # `spark.sql.maxSinglePartitionBytes`, which a checkpoint always is (its statistics are detached): into one
 # partition, the same place. Measured on the path graph: see benchmarks/RESULTS.md.
