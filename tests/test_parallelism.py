@@ -10,6 +10,7 @@ import pytest
 import reference
 from conftest import EXAMPLES, read_output, write_csv
 from scopeflow.api import run_file
+from scopeflow.runtime.context import ONE_PARTITION_CONF
 from scopeflow.runtime.errors import RuntimeFailure
 from scopeflow.runtime.parallelism import LOOP_PARTITIONS, PARTITION_BYTES, choose, estimated_bytes
 from test_stdlib import random_graph
@@ -17,15 +18,21 @@ from test_stdlib import random_graph
 pytestmark = pytest.mark.spark
 
 
-def _cc_run(spark, tmp_path, name, edges):
+def _run_example(spark, tmp_path, name, flow, data, header, rows, out, types, params=None):
+    """Run example `flow` in its own folder over `rows` written as its `data` file; (its output, its report)."""
     folder = tmp_path / name
-    shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), folder.mkdir() or folder)
-    write_csv(folder / "data" / "graph.csv", ["src", "dst"], edges)
+    shutil.copy(os.path.join(EXAMPLES, flow), folder.mkdir() or folder)
+    write_csv(folder / "data" / data, header, rows)
     report = folder / "run.json"
-    run_file(str(folder / "connected_components.flow"), spark=spark, report=str(report))
+    run_file(str(folder / flow), spark=spark, report=str(report), params=params)
     with open(report) as fh:
         doc = json.load(fh)
-    return read_output(str(folder / "out" / "components"), (int, int)), doc
+    return read_output(str(folder / "out" / out), types), doc
+
+
+def _cc_run(spark, tmp_path, name, edges):
+    return _run_example(spark, tmp_path, name, "connected_components.flow", "graph.csv", ["src", "dst"], edges,
+                        "components", (int, int))
 
 
 def test_a_loop_over_small_inputs_runs_its_rounds_in_few_tasks_with_the_same_output(spark, tmp_path, session_at):
@@ -99,27 +106,19 @@ def test_a_loop_in_one_partition_shuffles_neither_its_state_nor_its_imports(spar
     the same one partition. The output equals the reference."""
     session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "4194304", LOOP_PARTITIONS: "auto"})
     edges = random_graph(7, 120, 300)
-    folder = tmp_path / kernel
-    folder.mkdir()
     if kernel == "cc":
-        flow, out, want = "connected_components.flow", "components", reference.connected_components(edges)
-        write_csv(folder / "data" / "graph.csv", ["src", "dst"], edges)
-        types = (int, int)
+        want = reference.connected_components(edges)
+        got, doc = _cc_run(spark, tmp_path, kernel, edges)
     else:
         wedges = [(a, b, float((a * 7 + b) % 5 + 1)) for a, b in edges]
-        flow, out, want = "sssp.flow", "distances", reference.sssp(wedges, edges[0][0])
-        write_csv(folder / "data" / "wgraph.csv", ["src", "dst", "w"], wedges)
-        types = (int, float)
-    shutil.copy(os.path.join(EXAMPLES, flow), folder)
-    params = {"source_id": edges[0][0]} if kernel == "sssp" else {}
-    run_file(str(folder / flow), spark=spark, report=str(folder / "run.json"), params=params)
-    with open(folder / "run.json") as fh:
-        doc = json.load(fh)
-    got = read_output(str(folder / "out" / out), types)
+        want = reference.sssp(wedges, edges[0][0])
+        got, doc = _run_example(spark, tmp_path, kernel, "sssp.flow", "wgraph.csv", ["src", "dst", "w"], wedges,
+                                "distances", (int, float), {"source_id": edges[0][0]})
     assert dict(got) == want and len(got) == len(want)
     (loop,) = doc["loops"]
     assert loop["partitions"]["partitions"] == 1, loop["partitions"]
     rounds = doc["rounds"]
     assert len(rounds) > 3
     assert [r["tasks"] for r in rounds[1:]] == [2] * (len(rounds) - 1), [r["tasks"] for r in rounds]
-    assert spark.conf.get("spark.sql.maxSinglePartitionBytes") != str((1 << 63) - 1)  # the loop's only
+    (key, value), = ONE_PARTITION_CONF.items()
+    assert spark.conf.get(key) != value  # the loop's only
