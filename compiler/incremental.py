@@ -6,7 +6,9 @@ dataflow do) when its result is the least fixpoint of a monotone body, the same 
 
 - its state only improves: every `reduce` folds with `min` or `max`, or it is a `distinct`; and every value a
   `min`/`max` keeps reaches the feedback through functions that keep its order (`dist + w`, not `0 - dist`), and
-  meets no filter, key or `distinct` that would treat a better value differently;
+  meets no filter, key or `distinct` that would treat a better value differently. The worst values count too: a
+  null (`greatest` skips it, so a null a `min` keeps would give a better result than a value arriving later) and,
+  for a `double`, NaN (Spark orders it above every number, and reversing keeps it there);
 - per-round operators distribute over records: no anti or outer join, no `group` with aggregates, no `top`, no
   `apply`, no join of two streams of the loop (which records meet depends on the round each arrives in);
 - it stops at its fixpoint: no `rounds`, `until` or `on max stop`, no `emit last`, and an `emit` of every round
@@ -34,7 +36,10 @@ from scopeflow.compiler.expr import TCall, TCol, TExpr, TLit, TParam, expr_text
 from scopeflow.compiler.plan import Plan, Scope
 from scopeflow.stdlib.types import NUMERIC
 
-ORDER_KEEPING = {"func:least", "func:greatest"}  # monotone in every argument
+ORDER_KEEPING = {"func:least", "func:greatest"}  # monotone in every argument, nulls aside (`_trend`)
+# A null value is the worst a `min` or `max` can keep (it folds as "no value"): `least` skips it, which is right
+# for a `min` (the worst stays out of the result) and wrong for a `max`; `greatest` the other way round.
+SKIPS_NULL_WRONGLY = {"func:least": "high", "func:greatest": "low"}
 VOLATILE = {"func:current_date", "func:current_timestamp"}  # a different value in every epoch
 
 
@@ -410,8 +415,15 @@ def _merge(dicts: list) -> dict:
     return out
 
 
-def _flip(t: Optional[str]) -> Optional[str]:
-    return {"low": "high", "high": "low"}.get(t) if t else None
+def _flip(t: Optional[str], operand: TExpr, x: TExpr) -> Optional[str]:
+    """The trend of `x`, which reverses the order of `operand` (trend `t`). Spark orders NaN above every number, and
+    reversing a `double` keeps a NaN where it is: the worst value a `min` keeps would become the best of a `max`."""
+    if not t:
+        return None
+    if operand.type == "double":
+        raise _NotMonotone(f"`{expr_text(x)}` reverses the order of a `double`, and a NaN stays the largest value "
+                           "when reversed: the worst value a `min` keeps would become the best a `max` keeps")
+    return {"low": "high", "high": "low"}[t]
 
 
 def _both(a: Optional[str], b: Optional[str], x: TExpr) -> Optional[str]:
@@ -430,22 +442,26 @@ def _trend(x: TExpr, cols: dict, sided: bool = False) -> Optional[str]:
     args = [_trend(a, cols, sided) for a in x.args]
     if not any(args):
         return None
+    if x.fn in SKIPS_NULL_WRONGLY and SKIPS_NULL_WRONGLY[x.fn] in args:
+        kept = "min" if SKIPS_NULL_WRONGLY[x.fn] == "low" else "max"
+        raise _NotMonotone(f"`{expr_text(x)}` skips nulls: where the value a `{kept}` keeps is still null (no value "
+                           "yet), it gives a better result than a value arriving later would")
     if x.fn == "+" or x.fn in ORDER_KEEPING:
         out = None
         for a in args:
             out = _both(out, a, x)
         return out
     if x.fn == "-":
-        return _both(args[0], _flip(args[1]), x)
+        return _both(args[0], _flip(args[1], x.args[1], x), x)
     if x.fn == "neg":
-        return _flip(args[0])
+        return _flip(args[0], x.args[0], x)
     if x.fn in ("*", "/"):
         factor = x.args[1] if x.fn == "/" or args[0] else x.args[0]
         moving = args[0] or args[1]
         if x.fn == "/" and args[1]:
             raise _NotMonotone(f"`{expr_text(x)}` divides by a value that changes")
         if isinstance(factor, TLit) and isinstance(factor.value, (int, float)) and factor.value != 0:
-            return moving if factor.value > 0 else _flip(moving)
+            return moving if factor.value > 0 else _flip(moving, x.args[0] if args[0] else x.args[1], x)
     if x.fn == "cast" and _widens(x.args[0].type, x.type):
         return args[0]
     raise _NotMonotone(f"`{expr_text(x)}` may not keep the order of the value a `min`/`max` keeps")

@@ -219,13 +219,43 @@ def test_a_bounded_sources_fingerprint_sees_a_glob_and_says_none_for_remote_path
 @pytest.mark.parametrize("spread", [
     "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label + 1)",
     "best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label * 2 + cast(e.w as long))",
-    "best | join(e, on best.id == e.src) | select(id = e.dst, label = greatest(best.label, e.src))",
+    "best | join(e, on best.id == e.src) | select(id = e.dst, label = least(best.label, e.src))",
     "best | join(e, on best.id == e.src) | where(label < 100) | select(id = e.dst, label)",
     "best | join(e, on best.id == e.src) | where(w >= 0 and label <= 50) | select(id = dst, label)",
 ])
 def test_order_keeping_values_stay_incremental(spread):
     s = strategy(cc(spread=spread))
     assert s.incremental, s.reasons
+
+
+def test_a_function_that_skips_nulls_where_the_state_keeps_them_makes_the_loop_recomputed():
+    """A null is the worst value a `min` or `max` keeps. `greatest(null, x) = x` would be a better value than the
+    real one arriving later gives under a `min` (and `least` under a `max`): recomputed, with the reason. `least`
+    under a `min` keeps the order, nulls too (test_order_keeping_values_stay_incremental)."""
+    for best, fn in (("min", "greatest"), ("max", "least")):
+        s = strategy(cc(best=f"labels | reduce(by id, label = {best}(label))",
+                        spread=f"best | join(e, on best.id == e.src) | select(id = e.dst, label = {fn}(best.label, e.src))"))
+        assert not s.incremental, (best, fn)
+        assert any(f"`{fn}(label, src)` skips nulls" in r and f"a `{best}` keeps" in r for r in s.reasons), s.reasons
+    ok = strategy(cc(best="labels | reduce(by id, label = max(label))",
+                     spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = greatest(best.label, e.src))"))
+    assert ok.incremental, ok.reasons
+
+
+@pytest.mark.parametrize("dist, incremental", [("w", False), ("cast(w as long)", True)])
+def test_reversing_a_double_makes_the_loop_recomputed(dist, incremental):
+    """Spark orders NaN above every number and `0.0 - NaN` is NaN: reversed, the worst distance a `min` keeps would
+    be the best value of the `max` over it. A `long` has no NaN, so its reversal stays incremental."""
+    s = strategy(f"""out = loop l(d = edges | select(id = src, dist = {dist})) with (e = both) {{
+    best = d | reduce(by id, dist = min(dist))
+    relax = best | join(e, on best.id == e.src) | select(id = e.dst, dist = best.dist + {dist.replace('w', 'e.w')})
+    far = best | select(id, x = 0 - dist) | reduce(by id, x = max(x))
+    feedback d <- relax
+    emit state far
+}}""")
+    assert s.incremental is incremental, s.reasons
+    if not incremental:
+        assert any("`0 - dist` reverses the order of a `double`" in r for r in s.reasons), s.reasons
 
 
 def test_a_max_reduce_wants_values_that_grow():
