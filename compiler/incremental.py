@@ -27,6 +27,7 @@ the loop's spec for the runtime (runtime/incremental.py), which decides per epoc
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from attrs import frozen
@@ -421,8 +422,8 @@ def _flip(t: Optional[str], operand: TExpr, x: TExpr) -> Optional[str]:
     if not t:
         return None
     if operand.type == "double":
-        raise _NotMonotone(f"`{expr_text(x)}` reverses the order of a `double`, and a NaN stays the largest value "
-                           "when reversed: the worst value a `min` keeps would become the best a `max` keeps")
+        raise _NotMonotone(f"`{expr_text(x)}` reverses the order of a `double`, but not of NaN, which Spark orders "
+                           "above every number either way: a NaN would move from one end of the order to the other")
     return {"low": "high", "high": "low"}[t]
 
 
@@ -443,9 +444,8 @@ def _trend(x: TExpr, cols: dict, sided: bool = False) -> Optional[str]:
     if not any(args):
         return None
     if x.fn in SKIPS_NULL_WRONGLY and SKIPS_NULL_WRONGLY[x.fn] in args:
-        kept = "min" if SKIPS_NULL_WRONGLY[x.fn] == "low" else "max"
-        raise _NotMonotone(f"`{expr_text(x)}` skips nulls: where the value a `{kept}` keeps is still null (no value "
-                           "yet), it gives a better result than a value arriving later would")
+        raise _NotMonotone(f"`{expr_text(x)}` skips nulls, and a null is the worst value a `min` or `max` keeps: "
+                           "while it is null, this gives a better result than a value arriving later would")
     if x.fn == "+" or x.fn in ORDER_KEEPING:
         out = None
         for a in args:
@@ -460,7 +460,8 @@ def _trend(x: TExpr, cols: dict, sided: bool = False) -> Optional[str]:
         moving = args[0] or args[1]
         if x.fn == "/" and args[1]:
             raise _NotMonotone(f"`{expr_text(x)}` divides by a value that changes")
-        if isinstance(factor, TLit) and isinstance(factor.value, (int, float)) and factor.value != 0:
+        if isinstance(factor, TLit) and isinstance(factor.value, (int, float)) and factor.value != 0 \
+                and math.isfinite(factor.value):  # (`0 * inf` is NaN)
             return moving if factor.value > 0 else _flip(moving, x.args[0] if args[0] else x.args[1], x)
     if x.fn == "cast" and _widens(x.args[0].type, x.type):
         return args[0]
