@@ -7,6 +7,7 @@ from typing import Optional
 
 from pyspark.sql import functions as F
 
+from scopeflow.runtime import columns
 from scopeflow.runtime.deployment import is_connect
 
 CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
@@ -22,6 +23,11 @@ class Counters:
         self.spark = spark
         self.column = F.count(F.lit(1)).alias("n")  # built once: each Column call is a JVM round trip
         self._collector = None
+        self._empty = columns.seq(spark, [])  # (runtime/columns.py; None over Spark Connect)
+
+    def observe(self, df, name: str, column=None):
+        """`df.observe(name, column)`: a counter of `df`'s records unless `column` says another aggregate."""
+        return columns.observe(df, name, self.column if column is None else column, self._empty)
 
     def observed(self, frames: list) -> dict:
         """The counters in the executed plans of `frames`, by name ({} over Spark Connect: no JVM here)."""

@@ -255,9 +255,9 @@ def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Op
     counter = rnd.counter_of(raw)
     if counter is None:
         counter = FED_COUNTER + var
-        raw = raw.observe(counter, rnd.run.counters.column)
+        raw = rnd.run.counters.observe(raw, counter)
     if isinstance(state, ReduceState):
-        feedback[var] = raw.groupBy(*state.keys).agg(*state.delta_aggs)
+        feedback[var] = state.group(raw, "delta")
     else:
         feedback[var] = raw.distinct()
     return counter

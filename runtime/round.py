@@ -62,7 +62,7 @@ class Round:
             self.same_count[op] = base
             self.same_rows(df, base)
             return df
-        out = df.observe(op, self.run.counters.column)
+        out = self.run.counters.observe(df, op)
         self.same_rows(out, op)
         return out
 
@@ -76,7 +76,7 @@ class Round:
             state.delta_aggs = [self.run.aggregate(fn, col).alias(name) for name, fn, col in aggs]
         combined = self.combined.get(op)
         if combined is None:
-            delta = df.groupBy(*keys).agg(*state.delta_aggs)
+            delta = state.group(df, "delta")
         elif df is combined:  # the previous round aggregated these records already (`loop.combine`)
             delta = df
         else:
@@ -145,7 +145,7 @@ class Round:
             self.same_count[key] = counter
             pre = df
         elif counted_in_plans:  # its record count, collected by the round's job
-            pre = df.observe(CHECKPOINT_COUNTER + key, self.run.counters.column)
+            pre = self.run.counters.observe(df, CHECKPOINT_COUNTER + key)
         else:  # counted by the round's action itself (`tagged_counts`)
             pre = df
         ck = self.run.checkpoints.make(pre, self.index)

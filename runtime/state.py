@@ -26,7 +26,7 @@ changed keys — is a filter on it (`_sf_ch`), not a second copy. Null keys fold
 matches them: main's records with one join the first fold into an overlay, which keeps them).
 
 Column expressions depend only on the keys and aggregates, so they are built once per state and reused every
-round: each Column call is a JVM round trip.
+round: each Column call is a JVM round trip. So are their lists' conversions to the JVM (runtime/columns.py).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from typing import Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scopeflow.runtime import columns as jcols
 from scopeflow.runtime.counters import NEW_KEYS_COUNTER
 from scopeflow.stdlib.functions import AGGREGATES
 
@@ -74,6 +75,7 @@ class KeyedState:
         self._next: Optional[DataFrame] = None  # the new main or overlay, pending the round's job
         self._small = False  # the pending frame is an overlay
         self._cols: dict = {}
+        self._seqs = jcols.ColumnSeqs(self._list)  # their JVM Seqs (runtime/columns.py)
         self._stored = False  # main is a round checkpoint (not a plan over files: read back, restored)
 
     @property
@@ -90,8 +92,8 @@ class KeyedState:
         if self.main is None:
             return None
         if self.overlay is None:
-            return self.main.select(*self._c("plain"))
-        return self._merged().select(*self._c("plain"))
+            return self._select(self.main, "plain")
+        return self._select(self._merged(), "plain")
 
     def _c(self, name: str):
         cols = self._cols.get("common")
@@ -106,13 +108,33 @@ class KeyedState:
                 "incoming": [*plain, unknown.alias(FLAG), unknown.alias(NEW_KEY)],
                 "is_main": F.coalesce(~flag, F.lit(False)), "is_overlay": F.coalesce(flag, F.lit(False)),
                 "is_new": flag.isNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
-                "new_keys": F.count_if(F.col(NEW_KEY)).alias("n")}
+                "new_keys": F.count_if(F.col(NEW_KEY)).alias("n"), "keep": F.col(KEEP),
+                "keys": [F.col(k) for k in self.keys]}
         return cols[name]
+
+    def _list(self, name: str) -> list:
+        """A column list by name: `_c`'s, the fold's (`fold` into main, `fold_small` into the overlay) or the
+        round's aggregates (`delta`)."""
+        if name == "delta":
+            return self.delta_aggs
+        if name.startswith("fold"):
+            return self._fold_columns(name == "fold_small")
+        return self._c(name)
+
+    def _select(self, df: DataFrame, name: str) -> DataFrame:
+        """`df.select(*self._c(name))`, the list converted to the JVM once."""
+        return jcols.select(df, self._c(name), self._seqs.get(df.sparkSession, name))
+
+    def group(self, df: DataFrame, aggs: str) -> DataFrame:
+        """`df.groupBy(*keys).agg(*self._list(aggs))`, the lists converted to the JVM once."""
+        spark = df.sparkSession
+        return jcols.group(df, self._c("keys"), self._list(aggs), self._seqs.get(spark, "keys"),
+                             self._seqs.get(spark, aggs, start=1))
 
     def _sides(self, delta: Optional[DataFrame], small: bool) -> DataFrame:
         """The fold's union: main (all of it, or where `delta`'s keys meet it), the overlay and the round's
         records."""
-        main = self.main.select(*self._c("as_main"))
+        main = self._select(self.main, "as_main")
         if small:
             met = main.join(delta.select(*self.keys).hint("shuffle_hash"), self.keys, "left_semi")
             if self.overlay is None:
@@ -122,9 +144,9 @@ class KeyedState:
             main = met
         parts = [main]
         if self.overlay is not None:
-            parts.append(self.overlay.select(*self._c("as_overlay")))
+            parts.append(self._select(self.overlay, "as_overlay"))
         if delta is not None:
-            parts.append(delta.select(*self._c("incoming")))
+            parts.append(self._select(delta, "incoming"))
         return reduce(lambda a, b: a.union(b), parts)
 
     def _null_key(self) -> Column:
@@ -137,7 +159,7 @@ class KeyedState:
 
     def _merged(self) -> DataFrame:
         """main with the overlay applied (a plan: the group shuffles nothing)."""
-        return self._sides(None, False).groupBy(*self.keys).agg(*self._fold_columns(False))
+        return self.group(self._sides(None, False), "fold")
 
     def step(self, rnd, delta: DataFrame) -> DataFrame:
         """Fold the round's delta (one record per key) in; return the keys that are new or changed."""
@@ -151,12 +173,12 @@ class KeyedState:
         # round reads main, and those files may go before the overlay does)
         small = (estimate is not None and estimate <= limit and self.overlay_rows <= limit and limit > 0
                  and self.main_rows >= min_keys and self._stored)
-        new = self._sides(delta, small).groupBy(*self.keys).agg(*self._fold_columns(small))
+        new = self.group(self._sides(delta, small), "fold_small" if small else "fold")
         self._small = small
         if small:
             # the overlay keeps its keys and gains the round's changes; main's unchanged keys stay out of it
-            new = new.where(F.col(KEEP)).select(*self._c("overlay_out")).observe(NEW_KEYS_COUNTER + self.key,
-                                                                                self._c("new_keys"))
+            new = rnd.run.counters.observe(self._select(new.where(self._c("keep")), "overlay_out"),
+                                           NEW_KEYS_COUNTER + self.key, self._c("new_keys"))
         return self._adopt(rnd, new)
 
     def _first(self, delta: DataFrame) -> DataFrame:
@@ -173,7 +195,8 @@ class KeyedState:
             keep = has_overlay | changed | self._null_key()
             cols = self._cols["fold"] = [*values, changed.alias(FLAG), keep.alias(KEEP),
                                          not_in_main.otherwise(~has_main).alias(NEW_KEY)]
-        return cols if small else cols[:-2]
+            self._cols["fold_main"] = cols[:-2]
+        return cols if small else self._cols["fold_main"]
 
     def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
         """The aggregate columns of the folded key and whether the round changed (or added) it."""
@@ -183,7 +206,7 @@ class KeyedState:
         """Checkpoint the new main or overlay in the round's job; return the round's output (the flagged keys)."""
         ck = rnd.checkpoint(self.key, new_state)
         self._next = ck
-        return ck.where(self._c("flagged")).select(*self._c("plain"))
+        return self._select(ck.where(self._c("flagged")), "plain")
 
     def commit(self, counts: dict, observed: dict) -> Optional[str]:
         """Adopt the frame materialised by the round's job (called after the job); return how the round folded
