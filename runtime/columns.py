@@ -23,17 +23,18 @@ def seq(spark, cols: list[Column]):
 
 
 class ColumnSeqs:
-    """The Seqs of one owner's column lists, by name, made on first use (the lists must not change)."""
+    """The Seqs of one owner's column lists by name (and the list's first column used), made on first use. A
+    list that is not the one a Seq was made from gets a new Seq. (It holds no reference to its owner: a state
+    must be freed as soon as nothing uses it, and its checkpoints' blocks with it.)"""
 
-    def __init__(self, lists):
-        self._lists = lists  # name -> list of Columns
-        self._made: dict = {}
+    def __init__(self):
+        self._made: dict = {}  # (name, start) -> (the list, the Seq of list[start:])
 
-    def get(self, spark, name: str, start: int = 0):
-        key = (name, start)
-        if key not in self._made:
-            self._made[key] = seq(spark, self._lists(name)[start:])
-        return self._made[key]
+    def get(self, spark, name: str, cols: list[Column], start: int = 0):
+        made = self._made.get((name, start))
+        if made is None or made[0] is not cols:
+            made = self._made[(name, start)] = (cols, seq(spark, cols[start:]))
+        return made[1]
 
 
 def select(df: DataFrame, cols: list[Column], jseq) -> DataFrame:

@@ -75,7 +75,7 @@ class KeyedState:
         self._next: Optional[DataFrame] = None  # the new main or overlay, pending the round's job
         self._small = False  # the pending frame is an overlay
         self._cols: dict = {}
-        self._seqs = jcols.ColumnSeqs(self._list)  # their JVM Seqs (runtime/columns.py)
+        self._seqs = jcols.ColumnSeqs()  # their JVM Seqs (runtime/columns.py)
         self._stored = False  # main is a round checkpoint (not a plan over files: read back, restored)
 
     @property
@@ -123,13 +123,13 @@ class KeyedState:
 
     def _select(self, df: DataFrame, name: str) -> DataFrame:
         """`df.select(*self._c(name))`, the list converted to the JVM once."""
-        return jcols.select(df, self._c(name), self._seqs.get(df.sparkSession, name))
+        cols = self._c(name)
+        return jcols.select(df, cols, self._seqs.get(df.sparkSession, name, cols))
 
     def group(self, df: DataFrame, aggs: str) -> DataFrame:
         """`df.groupBy(*keys).agg(*self._list(aggs))`, the lists converted to the JVM once."""
-        spark = df.sparkSession
-        return jcols.group(df, self._c("keys"), self._list(aggs), self._seqs.get(spark, "keys"),
-                             self._seqs.get(spark, aggs, start=1))
+        spark, keys, cols = df.sparkSession, self._c("keys"), self._list(aggs)
+        return jcols.group(df, keys, cols, self._seqs.get(spark, "keys", keys), self._seqs.get(spark, aggs, cols, 1))
 
     def _sides(self, delta: Optional[DataFrame], small: bool) -> DataFrame:
         """The fold's union: main (all of it, or where `delta`'s keys meet it), the overlay and the round's

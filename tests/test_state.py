@@ -150,6 +150,28 @@ def _tail_edges(pairs: int, path: int) -> list:
     return [(i, i + 1) for i in range(path - 1)] + [(ids[2 * k], ids[2 * k + 1]) for k in range(pairs)]
 
 
+def test_a_state_nothing_uses_is_freed_at_once(spark):
+    """A state holds its checkpoints: when nothing refers to it, it goes at once (and their blocks with it), not
+    at Python's next full collection. Its JVM Seqs of column lists (runtime/columns.py) refer nowhere back."""
+    import gc
+    import weakref
+
+    from pyspark.sql import functions as F
+
+    state = ReduceState("n1", ["id"], [("d", "min")])
+    df = spark.createDataFrame([(1, 2.0), (1, 1.0)], "id long, d double")
+    state.delta_aggs = [F.min("d").alias("d")]
+    assert [tuple(r) for r in state.group(df, "delta").collect()] == [(1, 1.0)]
+    assert sorted(tuple(r) for r in state._select(df, "plain").collect()) == [(1, 1.0), (1, 2.0)]
+    ref = weakref.ref(state)
+    gc.disable()
+    try:
+        del state
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
 def test_a_long_tail_of_small_rounds_folds_into_the_overlay_with_the_same_components(spark, tmp_path):
     edges = _tail_edges(150, 18)
     want = reference.connected_components(edges)
