@@ -456,13 +456,13 @@ def _trend(x: TExpr, cols: dict, sided: bool = False) -> Optional[str]:
     if x.fn == "neg":
         return _flip(args[0], x.args[0], x)
     if x.fn in ("*", "/"):
-        factor = x.args[1] if x.fn == "/" or args[0] else x.args[0]
-        moving = args[0] or args[1]
         if x.fn == "/" and args[1]:
             raise _NotMonotone(f"`{expr_text(x)}` divides by a value that changes")
+        operand, factor = x.args if args[0] else reversed(x.args)  # (the changing value, the other)
+        moving = args[0] or args[1]
         if isinstance(factor, TLit) and isinstance(factor.value, (int, float)) and factor.value != 0 \
                 and math.isfinite(factor.value):  # (`0 * inf` is NaN)
-            return moving if factor.value > 0 else _flip(moving, x.args[0] if args[0] else x.args[1], x)
+            return moving if factor.value > 0 else _flip(moving, operand, x)
     if x.fn == "cast" and _widens(x.args[0].type, x.type):
         return args[0]
     raise _NotMonotone(f"`{expr_text(x)}` may not keep the order of the value a `min`/`max` keeps")
