@@ -39,7 +39,7 @@ from scopeflow.runtime.state import OVERLAY_MIN_KEYS, OVERLAY_SHARE
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
-from scopeflow.stdlib.settings import COMBINE_ABOVE, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
+from scopeflow.stdlib.settings import COMBINE_ABOVE, PLAN_AHEAD, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
 from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -145,6 +145,7 @@ class RunContext:
         self.interrupts = Interrupts(spark)  # `execute` gives the run the ones its Ctrl-C handler sets
         self._combine_above: Optional[int] = None
         self._overlay: Optional[tuple] = None
+        self._plan_ahead: Optional[bool] = None
         self._handles: dict = {}
         self._notes: set = set()
         self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
@@ -178,6 +179,16 @@ class RunContext:
         if self._combine_above is None:
             self._combine_above = read_setting(self.spark, COMBINE_ABOVE, COMBINE_ABOVE_DEFAULT, int)
         return self._combine_above
+
+    def plan_ahead(self) -> bool:
+        """`spark.scopeflow.planAhead`: may a loop plan a round while the previous round's Spark job runs
+        (`loop.LoopExecutor`)? Only where a round's job counts inside its plans, the session has a JVM here and
+        PySpark pins each Python thread to a JVM thread."""
+        if self._plan_ahead is None:
+            on = read_setting(self.spark, PLAN_AHEAD, "true").strip().lower() == "true"
+            self._plan_ahead = (on and self.checkpoints.counted_in_plans and not is_connect(self.spark)
+                                and jobs.pinned_threads(self.spark))
+        return self._plan_ahead
 
     def overlay(self) -> tuple[float, int]:
         """`spark.scopeflow.stateOverlay` and `spark.scopeflow.stateOverlayMinKeys`: up to what share of a state's

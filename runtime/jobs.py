@@ -9,8 +9,10 @@ of the driver's samples while a round checkpoints, profiled with JFR). Loops put
 when they end (`tagged`), so the jobs after a loop are not named after its last round."""
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Optional
+from typing import Callable, Optional
 
 from scopeflow.runtime.deployment import is_connect, is_stopped
 from scopeflow.runtime.errors import put_back_after
@@ -18,6 +20,58 @@ from scopeflow.runtime.errors import put_back_after
 # Spark's local properties of a job's group, description and call site (SparkContext, CallSite)
 TAGS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel", "callSite.short",
         "callSite.long")
+
+
+_AHEAD: Optional[ThreadPoolExecutor] = None  # the threads rounds' jobs run on while the next round is planned
+_AHEAD_LOCK = threading.Lock()
+
+
+def local_properties(spark):
+    """A copy of this thread's Spark local properties (job group, call site, job tags, a streaming batch's), for
+    `run_aside`: two JVM calls."""
+    return spark.sparkContext._jsc.sc().getLocalProperties().clone()
+
+
+def run_aside(spark, props, fn: Callable) -> Future:
+    """Run `fn` (a round's Spark job) on a thread of its own, its jobs tagged with `props` (`local_properties` of
+    the thread that planned the round): the calling thread goes on planning the next round.
+
+    The threads are the process's, kept between runs: under PySpark's pinned threads each Python thread has a
+    py4j connection (and a JVM thread) of its own. Spark's local properties are per JVM thread, so the planning
+    thread's are set for every job (PySpark's `InheritableThread` does the same when a thread starts)."""
+    global _AHEAD
+    with _AHEAD_LOCK:
+        if _AHEAD is None:  # (a thread per loop running at once: runs on several threads do not wait for each other)
+            _AHEAD = ThreadPoolExecutor(8, thread_name_prefix="scopeflow-round-job")
+    jsc = spark.sparkContext._jsc.sc()
+
+    def job():
+        jsc.setLocalProperties(props)
+        return fn()
+
+    return _AHEAD.submit(job)
+
+
+def stop_aside(spark, group: str, job: Future) -> None:
+    """Cancel a round's job `run_aside` runs (in job group `group`) and wait for it to end: the loop that started
+    it is failing, and no job of it may outlive the run."""
+    if not job.done():
+        try:
+            spark.sparkContext.cancelJobGroup(group)
+        except Exception:  # noqa: BLE001 - (a session going away: its jobs end with it)
+            pass
+    try:
+        job.exception(timeout=120)
+    except Exception:  # noqa: BLE001 - (the loop's own failure is what the run tells)
+        pass
+
+
+def pinned_threads(spark) -> bool:
+    """Does each Python thread call the JVM on a thread of its own (PySpark's pinned threads, the default)? Only
+    then can a thread's jobs be tagged by setting its local properties."""
+    from py4j.clientserver import ClientServer
+
+    return isinstance(spark.sparkContext._gateway, ClientServer)
 
 
 def set_job_group(spark, group: str, description: str, site: Optional[str] = None) -> None:

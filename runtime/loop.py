@@ -1,21 +1,26 @@
 """The loop executor: one loop activation as synchronous rounds (docs/language.md#loops).
 
 An activation's state is one object, `Activation`: the records each variable holds for the
-current round, the `reduce`/`distinct` states, the loop outputs so far. Each round
-(`LoopExecutor.round`) calls the generated body function with the variables and the
-imports, checkpoints what the next round and the outputs need, runs the round's one Spark
-job (`round.Round.materialise`) and runs the termination attempt on its counters; then the
+current round, the `reduce`/`distinct` states, the loop outputs so far. Each round is planned
+(`LoopExecutor.plan`: the generated body function is called with the variables and the imports,
+and what the next round and the outputs need is checkpointed, lazily), runs its one Spark job
+(`round.Round.materialise`) and then the termination attempt on its counters (`finish`); then the
 activation advances to the next round. A snapshot stores the activations of the scope stack,
 and a resumed run starts from the one it restores.
+
+While a round's job runs on another thread, the driver plans the next round over the round's
+lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`): planning a round costs about
+as much driver time as a small round's job, so a loop of small rounds takes ~0.7 of the time.
 """
 from __future__ import annotations
 
 import time
 from typing import Callable, Optional
 
-from attrs import define, field
+from attrs import define, evolve, field
 from pyspark.sql import DataFrame
 
+from scopeflow.runtime import jobs
 from scopeflow.runtime.counters import FED_COUNTER
 from scopeflow.runtime.deployment import task_slots
 from scopeflow.runtime.checkpoints import unknown_partitioning
@@ -52,6 +57,27 @@ class Activation:
     estimate: Optional[int] = None  # about how many records an incremental epoch's first round receives
 
 
+@define(eq=False)
+class Planned:
+    """A round whose plans are built, before its Spark job (`LoopExecutor.plan`)."""
+
+    rnd: Round
+    group: str  # the job group its job runs in
+    variables: dict  # variable -> the records it holds this round (checkpointed in a first round)
+    raw: dict  # variable -> the records fed back to it, before `combine`
+    fed: dict  # combined variable -> the counter of the records fed back to it
+    fb_ck: dict  # variable -> the checkpoint of what it holds next round
+    emit_ck: dict  # emitted stream -> its checkpoint
+    until_ck: Optional[DataFrame]
+    started: float
+    props: object = None  # the JVM's local properties of the driver thread that planned it (`jobs.run_aside`)
+    adopted: bool = False  # its states adopted the frames its job stores (before the next round was planned)
+    known: set = field(factory=set)  # (planned ahead) the states that existed before it was planned
+
+    def materialise(self) -> tuple[dict, dict]:
+        return self.rnd.materialise(also=tuple(self.fed.values()))
+
+
 def run_activation(run, spec: LoopSpec, body: Callable, entries: dict, imports: dict, act: Activation) -> dict:
     """Run one activation of a loop to termination; return its outputs by emit name."""
     if act.resumed:  # a combined variable holds its reader's aggregates, not the variable's columns
@@ -81,7 +107,10 @@ class LoopExecutor:
                         for name, df in imports.items()}
         self.held: list = []  # checkpoints of the previous round, released once the next round is stored
         self.narrow: Optional[int] = None  # partitions of the fed-back and emitted checkpoints after round one
+        self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
+        self.ahead = run.plan_ahead()  # plan a round during the previous round's job (`plan_ahead`)
+        self.finished: Optional[float] = None  # when the last round ended
         if spec.combine and run.checkpoints.counted_in_plans:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
 
@@ -90,9 +119,25 @@ class LoopExecutor:
         run.stack.append(act)
         run.progress.loop_started(spec, act.number)
         try:
+            planned = self.plan(act)
             while True:
-                attempt, feedback, in_flight, fed = self.round()
+                ahead = job = None
+                try:
+                    if self.may_plan_ahead(planned):
+                        job = jobs.run_aside(run.spark, planned.props, planned.materialise)
+                        ahead = self.plan_ahead(planned)
+                        counts, observed = job.result()
+                    else:
+                        run.round_group(spec.scope, act.number, act.round)  # (a round planned ahead: set again)
+                        counts, observed = planned.materialise()
+                    attempt, feedback, in_flight, fed = self.finish(planned, counts, observed)
+                except BaseException:  # (a failed job, Ctrl-C: no round after this one)
+                    self.drop(ahead)
+                    if job is not None:  # never leave a round's job running behind the loop
+                        jobs.stop_aside(run.spark, planned.group, job)
+                    raise
                 if attempt.terminated:
+                    self.drop(ahead)
                     if attempt.decision == "max-fail":
                         raise LoopMaxError(attempt, self.max_rounds)
                     break
@@ -101,6 +146,7 @@ class LoopExecutor:
                 act.combined = {v: spec.combine[v] for v in fed}
                 act.attempt, act.round = attempt.id, act.round + 1
                 run.maybe_snapshot(spec, act.round - 1)
+                planned = ahead if ahead is not None else self.plan(act)
         finally:
             run.stack.pop()
             run.progress.loop_finished(spec, act.number)
@@ -110,13 +156,15 @@ class LoopExecutor:
         run.checkpoints.release(self.held)
         return self.outputs()
 
-    def round(self):
-        """Run the activation's current round; return (attempt, feedback checkpoints, records fed back,
-        combined variables)."""
-        run, spec, act = self.run, self.spec, self.act
+    def plan(self, act: Activation, ahead: bool = False) -> Planned:
+        """Build the plans of `act`'s current round: run the generated body, and checkpoint (lazily) what the
+        next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds)."""
+        run, spec = self.run, self.spec
         started = time.perf_counter()
-        rnd = Round(run, spec, act)
-        group = run.round_group(spec.scope, act.number, act.round)
+        if self.narrow_from is not None and act.round > self.first:
+            self.narrow, self.narrow_from = narrowing(run, self.narrow_from), None
+        rnd = Round(run, spec, act, ahead)
+        run.round_group(spec.scope, act.number, act.round)
         last_fed = dict(act.received)  # the records the previous round fed back (unknown in a fresh first round)
         variables = act.variables
         if act.round == self.first:  # entry streams (or restored ones) are plans: materialise them with this round
@@ -133,48 +181,122 @@ class LoopExecutor:
                    for e in spec.emits if e.mode in ("all", "last")}
         until_ck = rnd.checkpoint(f"until/{spec.until}", rnd.narrowed(outs[spec.until], self.narrow)) \
             if spec.until else None
+        if act.round == self.first:
+            # (decided as the second round is planned: after the first round's job, or during it)
+            # a reduce's feedback is combined only in some rounds: judge it by the records fed back
+            self.narrow_from = {v: raw[v] if v in fed and isinstance(act.states.get(spec.combine[v]), ReduceState)
+                                else ck for v, ck in fb_ck.items()}
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
-        counts, op_counts = rnd.materialise(also=tuple(fed.values()))
+        props = jobs.local_properties(run.spark) if self.ahead else None
+        return Planned(rnd, group, variables, raw, fed, fb_ck, emit_ck, until_ck, started, props)
+
+    def may_plan_ahead(self, planned: Planned) -> bool:
+        """Plan the next round while this one's job runs? Not after a loop's last round by count (`rounds`,
+        `max`), when a round runs nested loops (their rounds are Spark jobs), when a snapshot is due after this
+        round (it stores the activation as the round leaves it), while an incremental epoch's earlier states are
+        not all taken by their operators, or after Ctrl-C."""
+        run, act, protocol = self.run, self.act, self.protocol
+        last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
+        return (self.ahead and not last and not planned.rnd.nested and not act.preloaded
+                and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
+
+    def plan_ahead(self, planned: Planned) -> Optional[Planned]:
+        """Plan the round after `planned` while `planned`'s job runs, over its lazy checkpoints (their blocks exist
+        once that job is done, before this round's job starts).
+
+        What the plan decides from the counts of `planned`'s job, it decides one round late: whether a state's
+        fold goes into its overlay (the records in flight), and whether a reduce's feedback is combined (the
+        records fed back); the round after a fresh first round decides them knowing no count (it combines, and
+        rewrites its states unless an incremental epoch's estimate says the change is small). Both choose how a
+        round computes, not what: the records are the same either way.
+        Whether the loop goes on is decided after the job; a plan of a round that does not run is dropped
+        (`drop`). None when planning failed: the round is planned again after the job, and fails there if
+        it fails again."""
+        act, spec = self.act, self.spec
+        for state in act.states.values():
+            state.adopt()  # the next round folds into this round's states
+        planned.adopted = True
+        # (after a fresh first round no count is known yet: an incremental epoch's estimate stands in)
+        view = evolve(act, round=act.round + 1, variables=planned.fb_ck, seeds={},
+                      combined={v: spec.combine[v] for v in planned.fed})
+        known = set(act.states)
+        try:
+            ahead = self.plan(view, ahead=True)
+        except Exception:  # noqa: BLE001 - planned again after the job, where a real failure is told
+            self.forget(known, None)
+            return None
+        except BaseException:
+            self.forget(known, None)
+            raise
+        ahead.known = known
+        return ahead
+
+    def drop(self, ahead: Optional[Planned]) -> None:
+        """Forget a round planned ahead that does not run."""
+        if ahead is not None:
+            self.forget(ahead.known, ahead.rnd)
+
+    def forget(self, known: set, rnd: Optional[Round]) -> None:
+        states = self.act.states
+        for op in list(states):
+            if op in known:
+                states[op].discard()
+            else:  # started by the round planned ahead
+                del states[op]
+        if rnd is not None:
+            self.run.release(rnd.retained())  # (never computed: only their registrations)
+
+    def finish(self, planned: Planned, counts: dict, op_counts: dict):
+        """After the round's job: adopt its states, read its counts, run the termination attempt and report the
+        round; return (attempt, feedback checkpoints, records fed back, combined variables)."""
+        run, spec, act = self.run, self.spec, self.act
+        rnd, group, fed, fb_ck = planned.rnd, planned.group, planned.fed, planned.fb_ck
         spark_jobs = run.jobs_in_group(group, rnd.waves)
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
         # cluster, holds only with counts in plans)
         more = spark_jobs > rnd.waves and run.checkpoints.counted_in_plans
-        jobs = run.explain_jobs(group, rnd.recounted) if more else []
+        jobs_seen = run.explain_jobs(group, rnd.recounted) if more else []
+        if not planned.adopted:
+            for state in act.states.values():
+                state.adopt()
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
-        if act.round == self.first:
-            self.first_round_counts(rnd, variables, counts, raw, fed, fb_ck)
+        if rnd.index == self.first:
+            self.first_round_counts(rnd, planned.variables, counts)
         in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
         stored = dict(in_flight)
         for v, counter in fed.items():  # the records fed back, not the fewer combined ones stored
             if in_flight[v]:  # (zero combined records: zero fed back, whatever a counter says)
                 in_flight[v] = max(in_flight[v], counts.get(counter) or 0)
         op_counts.update({vid: act.received.get(var, 0) for var, vid in spec.var_nodes.items()})
-        until_records = counts[rnd.key_of(until_ck)] if until_ck is not None else None
+        until_records = counts[rnd.key_of(planned.until_ck)] if planned.until_ck is not None else None
         attempt = self.protocol.attempt(act.round, in_flight, op_counts, until_records, rnd.nested)
-        self.keep_outputs(emit_ck)
-        self.release(rnd, variables, fb_ck)
-        run.round_done(spec, act.number, RoundRecord(act.round, time.perf_counter() - started, in_flight, op_counts,
-                                                     attempt, spark_jobs, stored, jobs, rnd.plan_size, tasks,
-                                                     {op: how for op, how in folds.items() if how}, rnd.waves))
+        self.keep_outputs(planned.emit_ck)
+        self.release(rnd, planned.variables, fb_ck)
+        # (a round planned during the previous one's job: its time counts from that job's end)
+        now = time.perf_counter()
+        seconds = now - max(planned.started, self.finished or planned.started)
+        self.finished = now
+        run.round_done(spec, act.number, RoundRecord(act.round, seconds, in_flight, op_counts, attempt, spark_jobs,
+                                                     stored, jobs_seen, rnd.plan_size, tasks,
+                                                     {op: how for op, how in folds.items() if how}, rnd.waves,
+                                                     rnd.ahead))
         return attempt, fb_ck, in_flight, fed
 
-    def first_round_counts(self, rnd: Round, variables: dict, counts: dict, raw: dict, fed: dict, fb_ck: dict) -> None:
+    def first_round_counts(self, rnd: Round, variables: dict, counts: dict) -> None:
         """What the first round learns: the records each variable held (a restored combined variable: as
-        snapshotted), and how many partitions the fed-back streams need."""
-        act, spec = self.act, self.spec
+        snapshotted)."""
+        act = self.act
         act.received = {v: act.received[v] if v in act.combined and v in act.received else counts[rnd.key_of(df)]
                         for v, df in variables.items()}
-        # a reduce's feedback is combined only in some rounds: judge it by the records fed back
-        self.narrow = narrowing(self.run, {v: raw[v] if v in fed and isinstance(act.states.get(spec.combine[v]),
-                                                                               ReduceState) else ck
-                                           for v, ck in fb_ck.items()})
 
     def keep_outputs(self, emit_ck: dict) -> None:
         act = self.act
         for node in {e.node: None for e in self.spec.emits if e.mode == "all"}:  # several emits may share a stream
             act.emitted[node].append(emit_ck[node])
             if len(act.emitted[node]) > MAX_EMIT_PIECES:
+                # (in this round's job group: the next round's may be set already, and counts its jobs)
+                self.run.round_group(self.spec.scope, act.number, act.round)
                 act.emitted[node] = [union_all(act.emitted[node]).localCheckpoint(eager=True)]
         for e in self.spec.emits:
             if e.mode == "last":
@@ -239,7 +361,8 @@ def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Op
     records every round. A reduce's fold shuffles only the round's records either way, so combining
     saves only the records it merges, and costs a stage's worth of tasks: it is combined in the first
     round and after rounds that fed back at least `spark.scopeflow.combineAbove` records (measured on
-    2 cores: +4 tasks, ~12 ms a round, against ~0.3 us per record not stored). Only where checkpoints
+    2 cores: +4 tasks, ~12 ms a round, against ~0.3 us per record not stored); a round planned during
+    the previous round's job goes by the round before that (`LoopExecutor.plan_ahead`). Only where checkpoints
     count their records in their own plans (local and replicated checkpoints): the records fed back
     are counted there too, for the termination attempt.
 

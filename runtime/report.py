@@ -30,6 +30,7 @@ class RoundRecord:
     # the jobs its checkpoints are planned to be stored by (`Checkpoints.waves`): 1 unless on a cluster with
     # local or replicated checkpoints
     waves: int = 1
+    ahead: bool = False  # planned while the previous round's Spark job ran (`loop.LoopExecutor.plan_ahead`)
 
 
 class RunReport:
@@ -68,7 +69,8 @@ class RunReport:
         self.doc["rounds"].append({"scope": spec.scope, "activation": number, "round": record.round,
                                    "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
                                    "stored": record.stored, "spark_jobs": record.spark_jobs, "waves": record.waves,
-                                   "plan_size": record.plan_size, "counts": record.counts,
+                                   "plan_size": record.plan_size, "planned_ahead": record.ahead,
+                                   "counts": record.counts,
                                    **({"tasks": record.tasks} if record.tasks is not None else {}),
                                    **({"states": record.states} if record.states else {}),
                                    **({"jobs": record.jobs} if record.jobs else {})})

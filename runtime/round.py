@@ -19,9 +19,15 @@ from scopeflow.runtime.counters import CHECKPOINT_COUNTER, FED_COUNTER
 from scopeflow.runtime.state import DistinctState, ReduceState
 
 
+class PlannedAhead(Exception):
+    """A round planned during the previous round's job reached something that runs Spark jobs (a nested loop):
+    it is planned again after that job (`loop.LoopExecutor.plan_ahead`)."""
+
+
 class Round:
-    def __init__(self, run, spec, activation):
+    def __init__(self, run, spec, activation, ahead: bool = False):
         self.run = run
+        self.ahead = ahead  # planned during the previous round's job: it must not run Spark jobs
         self.spec = spec
         self.index = activation.round
         self.states = activation.states  # reduce/distinct states: a round adds those its operators start
@@ -108,9 +114,10 @@ class Round:
 
     def in_flight_estimate(self) -> Optional[int]:
         """About how many records the round's variables received (what its `reduce`/`distinct` states fold in
-        follows from them, through the body's joins): counted by the previous round, or the new records of an
-        incremental epoch's first one; None when unknown (a fresh activation's first round). A round that
-        proves larger only makes the next round rewrite its state."""
+        follows from them, through the body's joins): counted by the previous round (by the one before it, for a
+        round planned during the previous round's job), or the new records of an incremental epoch; None when
+        unknown (a fresh activation's first round). A round that proves larger only makes a later round rewrite
+        its state."""
         if self.received:
             return sum(self.received.values())
         return self.estimate
@@ -120,6 +127,8 @@ class Round:
         return self.checkpoint(f"{op}/shared", df)
 
     def loop(self, spec, body: Callable, entries: dict, imports: dict):
+        if self.ahead:
+            raise PlannedAhead(spec.scope)
         self.nested.append(spec.scope)
         return self.run.loop(spec, body, entries, imports)
 

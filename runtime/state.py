@@ -74,6 +74,7 @@ class KeyedState:
         self.overlay_new = 0  # overlay records whose key is not in main
         self._next: Optional[DataFrame] = None  # the new main or overlay, pending the round's job
         self._small = False  # the pending frame is an overlay
+        self._pending: Optional[str] = None  # how the round adopted (`adopt`) folds: its counts are not read yet
         self._cols: dict = {}
         self._seqs = jcols.ColumnSeqs()  # their JVM Seqs (runtime/columns.py)
         self._stored = False  # main is a round checkpoint (not a plan over files: read back, restored)
@@ -208,21 +209,38 @@ class KeyedState:
         self._next = ck
         return self._select(ck.where(self._c("flagged")), "plain")
 
-    def commit(self, counts: dict, observed: dict) -> Optional[str]:
-        """Adopt the frame materialised by the round's job (called after the job); return how the round folded
-        (`first`: the state's first records; `overlay`; `rewrite`: into main, a compaction), None if it did not."""
+    def adopt(self) -> None:
+        """Make the frame the round's job materialises the state: the next round is planned over it (its blocks
+        exist by the time that round's job runs). Its counts come with `commit`. A loop that plans a round
+        during the previous round's job (`LoopExecutor`) adopts before planning, else after the job."""
         if self._next is None:
-            return None
-        rows, new_keys = counts.get(self.key), observed.pop(NEW_KEYS_COUNTER + self.key, None)
-        how = "overlay" if self._small else "rewrite" if self.main is not None else "first"
+            self._pending = None
+            return
+        self._pending = "overlay" if self._small else "rewrite" if self.main is not None else "first"
         if self._small:
+            self.overlay = self._next
+        else:
+            self.main, self._stored = self._next, True
+            self.overlay, self.overlay_rows, self.overlay_new = None, 0, 0
+        self._next = None
+
+    def discard(self) -> None:
+        """Forget the frame of a round that was planned and will not run (the loop ended the round before)."""
+        self._next = None
+
+    def commit(self, counts: dict, observed: dict) -> Optional[str]:
+        """The counts of the frame `adopt` took, after the round's job; return how the round folded (`first`:
+        the state's first records; `overlay`; `rewrite`: into main, a compaction), None if it did not."""
+        if self._pending is None:
+            return None
+        how, self._pending = self._pending, None
+        rows, new_keys = counts.get(self.key), observed.pop(NEW_KEYS_COUNTER + self.key, None)
+        if how == "overlay":
             # (no counter read back, or one that read high after a stage ran again: at most every overlay key is new)
-            self.overlay, self.overlay_rows = self._next, rows
+            self.overlay_rows = rows
             self.overlay_new = rows if new_keys is None else min(new_keys, rows)
         else:
-            self.main, self.main_rows = self._next, rows if rows is not None else self.main_rows
-            self.overlay, self.overlay_rows, self.overlay_new, self._stored = None, 0, 0, True
-        self._next = None
+            self.main_rows = rows if rows is not None else self.main_rows
         return how
 
     def parts(self) -> list[DataFrame]:

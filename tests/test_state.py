@@ -92,6 +92,7 @@ def test_a_reduce_state_folds_every_aggregate_like_plain_python_through_overlays
         frame = spark.createDataFrame([(k, *v) for k, v in delta.items()], SCHEMA).repartition("k")
         rnd = Round(run, len(delta))
         out = state.step(rnd, frame)
+        state.adopt()
         folds.append(state.commit(*rnd.job()))
         changed = {}
         for k, values in delta.items():
@@ -122,6 +123,7 @@ def test_a_distinct_state_through_overlays_and_rewrites_keeps_each_record_once(s
         frame = spark.createDataFrame(records, "a long, b string")
         rnd = Round(run, size)
         out = state.step(rnd, frame)
+        state.adopt()
         folds.append(state.commit(*rnd.job()))
         got = sorted(out.collect(), key=repr)
         assert [tuple(r) for r in got] == sorted(set(records) - seen, key=repr)

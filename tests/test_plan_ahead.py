@@ -1,0 +1,197 @@
+"""Rounds planned while the previous round's Spark job runs (`loop.LoopExecutor.plan_ahead`), on real Spark:
+the same records as rounds planned one after the other, checked against plain-Python references, and the
+cases where a round must not be planned ahead."""
+from __future__ import annotations
+
+import random
+import textwrap
+from collections import Counter
+
+import pytest
+
+import reference
+from conftest import read_output
+from scopeflow.api import run_file
+from scopeflow.runtime import round as round_module
+from scopeflow.runtime.arguments import SnapshotOptions
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def plan_ahead(spark):
+    """Set `spark.scopeflow.planAhead` for the runs of one test (each run reads it as it starts)."""
+    def set_to(on: bool) -> None:
+        spark.conf.set("spark.scopeflow.planAhead", "true" if on else "false")
+
+    yield set_to
+    spark.conf.unset("spark.scopeflow.planAhead")
+
+
+def write(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def rounds_of(job, scope: str) -> list[dict]:
+    return [r for r in job.report["rounds"] if r["scope"] == scope]
+
+
+def chain_of_cliques(cliques: int, size: int, seed: int) -> list[tuple[int, int]]:
+    """Cliques joined in a row by one edge each, vertex ids shuffled: many small rounds."""
+    ids = list(range(1, cliques * size + 1))
+    random.Random(seed).shuffle(ids)
+    edges = []
+    for c in range(cliques):
+        members = ids[c * size:(c + 1) * size]
+        edges += [(a, b) for i, a in enumerate(members) for b in members[i + 1:]]
+        if c:
+            edges.append((ids[c * size - 1], members[0]))
+    return edges
+
+
+CC = """
+    source edges = read csv("edges.csv", header = true) schema (src: long, dst: long)
+    both = edges | union(edges | select(src = dst, dst = src))
+    init = both | select(id = src, label = src) | distinct
+    components = loop cc(labels = init) with (e = both) {
+        best   = labels | reduce(by id, label = min(label))
+        spread = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)
+        feedback labels <- spread
+        emit state best
+    }
+    sink components -> csv("out/components", header = true)
+"""
+
+CLOSURE = """
+    source edges = read csv("edges.csv", header = true) schema (src: long, dst: long)
+    hops = edges | select(mid = src, to = dst)
+    closure = loop tc(p = edges) with (e = hops) {
+        fresh    = p | distinct
+        extended = fresh | join(e, on fresh.dst == e.mid) | select(src, dst = to)
+        feedback p <- extended
+        emit fresh
+    }
+    sink closure -> csv("out/closure", header = true)
+"""
+
+
+def write_edges(tmp_path, edges) -> None:
+    (tmp_path / "edges.csv").write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in edges))
+
+
+@pytest.mark.parametrize("overlay", [False, True])
+def test_rounds_planned_ahead_give_the_records_of_rounds_planned_after_each_job(spark, tmp_path, plan_ahead,
+                                                                                overlay):
+    # connected components over a chain of cliques (~40 rounds). With `overlay`, every state may fold into its
+    # overlay, a choice a round planned ahead makes from the counts of the round before the last one
+    edges = chain_of_cliques(12, 4, seed=7)
+    write_edges(tmp_path, edges)
+    flow = write(tmp_path, "cc.flow", CC)
+    if overlay:
+        spark.conf.set("spark.scopeflow.stateOverlayMinKeys", "0")
+        spark.conf.set("spark.scopeflow.stateOverlay", "0.5")
+    try:
+        runs = {}
+        for on in (True, False):
+            plan_ahead(on)
+            job = run_file(flow, spark=spark)
+            got = dict(read_output(str(tmp_path / "out/components"), (int, int)))
+            runs[on] = (job, got)
+    finally:
+        spark.conf.unset("spark.scopeflow.stateOverlayMinKeys")
+        spark.conf.unset("spark.scopeflow.stateOverlay")
+    want = reference.connected_components(edges)
+    for on, (job, got) in runs.items():
+        assert got == want, on
+        rounds = rounds_of(job, "cc")
+        # every round but the first was planned during the job of the one before; none with the setting off
+        assert [r["planned_ahead"] for r in rounds] == [False] + [on] * (len(rounds) - 1)
+        assert [r["spark_jobs"] for r in rounds] == [1] * len(rounds)  # its job in its own round's group
+    ahead, after = (rounds_of(runs[on][0], "cc") for on in (True, False))
+    # the records in flight and each operator's records are the same round by round
+    assert [r["in_flight"] for r in ahead] == [r["in_flight"] for r in after]
+    assert [r["counts"] for r in ahead] == [r["counts"] for r in after]
+    assert len(ahead) > 10
+    if overlay:  # (the overlay was used: the choice made one round late still took it)
+        assert any("overlay" in r.get("states", {}).values() for r in ahead)
+
+
+def test_a_distinct_loop_planned_ahead_gives_the_transitive_closure(spark, tmp_path, plan_ahead):
+    rng = random.Random(3)
+    edges = sorted({(rng.randrange(40), rng.randrange(40)) for _ in range(70)})
+    write_edges(tmp_path, edges)
+    plan_ahead(True)
+    job = run_file(write(tmp_path, "tc.flow", CLOSURE), spark=spark)
+    got = read_output(str(tmp_path / "out/closure"), (int, int))
+    assert len(got) == len(set(got))  # each pair once
+    assert set(got) == reference.transitive_closure(edges)
+    rounds = rounds_of(job, "tc")
+    assert len(rounds) > 3 and all(r["planned_ahead"] for r in rounds[1:])
+
+
+def test_a_round_that_runs_nested_loops_is_not_planned_ahead(spark, tmp_path, plan_ahead):
+    # the outer round's body runs the inner loop's rounds (Spark jobs): the next outer round is planned after
+    # the outer job; the inner loop's own rounds are planned ahead
+    flow = write(tmp_path, "nested.flow", """
+        source seeds = values (v: long) [(1), (2)]
+        source edges = values (src: long, dst: long) [(1, 2), (2, 3), (3, 4), (4, 1)]
+        out = loop outer(o = seeds) with (e = edges) rounds 3 {
+            reached = loop inner(r = o) with (e2 = e) {
+                next = r | join(e2, on r.v == e2.src) | select(v = e2.dst) | union(r) | distinct
+                feedback r <- next
+                emit next
+            }
+            feedback o <- o
+            emit reached
+        }
+        sink out -> csv("out/nested", header = true)
+    """)
+    plan_ahead(True)
+    job = run_file(flow, spark=spark)
+    got = Counter(v for (v,) in read_output(str(tmp_path / "out/nested"), (int,)))
+    assert got == Counter({1: 3, 2: 3, 3: 3, 4: 3})  # 3 activations, each reaching the whole cycle once
+    assert [r["planned_ahead"] for r in rounds_of(job, "outer")] == [False, False, False]
+    inner = rounds_of(job, "outer.inner")
+    assert any(r["planned_ahead"] for r in inner)
+    assert not any(r["planned_ahead"] for r in inner if r["round"] == 0)  # (a fresh activation's first round)
+
+
+def test_no_round_is_planned_ahead_of_a_snapshot(spark, tmp_path, plan_ahead):
+    # a snapshot stores the activation as the round before it leaves it: the round after is planned after it
+    edges = [(i, i + 1) for i in range(1, 13)]
+    write_edges(tmp_path, edges)
+    plan_ahead(True)
+    job = run_file(write(tmp_path, "cc.flow", CC), spark=spark,
+                   snapshots=SnapshotOptions(checkpoint=str(tmp_path / "ck"), every=3))
+    assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
+    rounds = rounds_of(job, "cc")
+    assert len(rounds) > 9 and job.report["snapshots"]
+    # a snapshot after rounds 2, 5, 8, ...: rounds 3, 6, 9, ... are planned after it
+    assert [r["planned_ahead"] for r in rounds] == [r["round"] % 3 != 0 for r in rounds]
+
+
+def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark, tmp_path, plan_ahead,
+                                                                           monkeypatch):
+    # planning ahead fails once, after the round's reduce stepped its state (as a nested loop makes it fail, or
+    # anything the body raises): the round is planned again after the previous round's job, and the result is
+    # the same
+    edges = chain_of_cliques(6, 3, seed=1)
+    write_edges(tmp_path, edges)
+    failed = []
+    count = round_module.Round.count
+
+    def failing_once(self, df, op, *args, **kwargs):
+        if self.ahead and self.index == 4 and not failed and self.states.get(op) is not None:
+            failed.append(self.index)
+            raise RuntimeError("planning failed")
+        return count(self, df, op, *args, **kwargs)
+
+    monkeypatch.setattr(round_module.Round, "count", failing_once)
+    plan_ahead(True)
+    job = run_file(write(tmp_path, "cc.flow", CC), spark=spark)
+    assert failed == [4]
+    assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
+    rounds = rounds_of(job, "cc")
+    assert [r["planned_ahead"] for r in rounds] == [r["round"] not in (0, 4) for r in rounds]
