@@ -14,6 +14,7 @@ from conftest import read_output
 from scopeflow.api import run_file
 from scopeflow.runtime import round as round_module
 from scopeflow.runtime.arguments import SnapshotOptions
+from scopeflow.runtime.errors import RuntimeFailure
 
 pytestmark = pytest.mark.spark
 
@@ -51,19 +52,6 @@ def chain_of_cliques(cliques: int, size: int, seed: int) -> list[tuple[int, int]
     return edges
 
 
-CC = """
-    source edges = read csv("edges.csv", header = true) schema (src: long, dst: long)
-    both = edges | union(edges | select(src = dst, dst = src))
-    init = both | select(id = src, label = src) | distinct
-    components = loop cc(labels = init) with (e = both) {
-        best   = labels | reduce(by id, label = min(label))
-        spread = best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label)
-        feedback labels <- spread
-        emit state best
-    }
-    sink components -> csv("out/components", header = true)
-"""
-
 CLOSURE = """
     source edges = read csv("edges.csv", header = true) schema (src: long, dst: long)
     hops = edges | select(mid = src, to = dst)
@@ -77,18 +65,21 @@ CLOSURE = """
 """
 
 
+EDGES = {"edges_path": "edges.csv"}  # (examples/connected_components.flow over the test's edges)
+
+
 def write_edges(tmp_path, edges) -> None:
     (tmp_path / "edges.csv").write_text("src,dst\n" + "".join(f"{a},{b}\n" for a, b in edges))
 
 
 @pytest.mark.parametrize("overlay", [False, True])
-def test_rounds_planned_ahead_give_the_records_of_rounds_planned_after_each_job(spark, tmp_path, plan_ahead,
-                                                                                overlay):
+def test_rounds_planned_ahead_give_the_records_of_rounds_planned_after_each_job(spark, tmp_path, example_copy,
+                                                                                plan_ahead, overlay):
     # connected components over a chain of cliques (~40 rounds). With `overlay`, every state may fold into its
     # overlay, a choice a round planned ahead makes from the counts of the round before the last one
     edges = chain_of_cliques(12, 4, seed=7)
     write_edges(tmp_path, edges)
-    flow = write(tmp_path, "cc.flow", CC)
+    flow = example_copy("connected_components.flow")
     if overlay:
         spark.conf.set("spark.scopeflow.stateOverlayMinKeys", "0")
         spark.conf.set("spark.scopeflow.stateOverlay", "0.5")
@@ -96,7 +87,7 @@ def test_rounds_planned_ahead_give_the_records_of_rounds_planned_after_each_job(
         runs = {}
         for on in (True, False):
             plan_ahead(on)
-            job = run_file(flow, spark=spark)
+            job = run_file(flow, EDGES, spark=spark)
             got = dict(read_output(str(tmp_path / "out/components"), (int, int)))
             runs[on] = (job, got)
     finally:
@@ -158,12 +149,12 @@ def test_a_round_that_runs_nested_loops_is_not_planned_ahead(spark, tmp_path, pl
     assert not any(r["planned_ahead"] for r in inner if r["round"] == 0)  # (a fresh activation's first round)
 
 
-def test_no_round_is_planned_ahead_of_a_snapshot(spark, tmp_path, plan_ahead):
+def test_no_round_is_planned_ahead_of_a_snapshot(spark, tmp_path, example_copy, plan_ahead):
     # a snapshot stores the activation as the round before it leaves it: the round after is planned after it
     edges = [(i, i + 1) for i in range(1, 13)]
     write_edges(tmp_path, edges)
     plan_ahead(True)
-    job = run_file(write(tmp_path, "cc.flow", CC), spark=spark,
+    job = run_file(example_copy("connected_components.flow"), EDGES, spark=spark,
                    snapshots=SnapshotOptions(checkpoint=str(tmp_path / "ck"), every=3))
     assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
     rounds = rounds_of(job, "cc")
@@ -172,8 +163,8 @@ def test_no_round_is_planned_ahead_of_a_snapshot(spark, tmp_path, plan_ahead):
     assert [r["planned_ahead"] for r in rounds] == [r["round"] % 3 != 0 for r in rounds]
 
 
-def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark, tmp_path, plan_ahead,
-                                                                           monkeypatch):
+def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark, tmp_path, example_copy,
+                                                                           plan_ahead, monkeypatch):
     # planning ahead fails once, after the round's reduce stepped its state (as a nested loop makes it fail, or
     # anything the body raises): the round is planned again after the previous round's job, and the result is
     # the same
@@ -190,8 +181,32 @@ def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark
 
     monkeypatch.setattr(round_module.Round, "count", failing_once)
     plan_ahead(True)
-    job = run_file(write(tmp_path, "cc.flow", CC), spark=spark)
+    job = run_file(example_copy("connected_components.flow"), EDGES, spark=spark)
     assert failed == [4]
     assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
     rounds = rounds_of(job, "cc")
     assert [r["planned_ahead"] for r in rounds] == [r["round"] not in (0, 4) for r in rounds]
+
+
+def test_a_round_whose_job_fails_while_the_next_is_planned_is_told_as_that_round(spark, tmp_path, plan_ahead):
+    # the bad value is reached in round 2: its job fails while round 3 is planned; the failure names round 2,
+    # and no job of the loop is left running
+    (tmp_path / "edges.csv").write_text("src,dst\n1,2\n2,3\n3,x\n")
+    flow = write(tmp_path, "reach.flow", """
+        source edges = read csv("edges.csv", header = true) schema (src: long, dst: string)
+        source seeds = values (v: long) [(1)]
+        reached = loop reach(r = seeds) with (e = edges) {
+            next = r | join(e, on r.v == e.src) | select(v = cast(e.dst as long)) | union(r) | distinct
+            feedback r <- next
+            emit next
+        }
+        sink reached -> csv("out/reached", header = true)
+    """)
+    plan_ahead(True)
+    with pytest.raises(RuntimeFailure) as info:
+        run_file(flow, spark=spark)
+    text = info.value.render()
+    assert "loop `reach`" in text and "round 2" in text, text
+    assert "'x'" in text or '"x"' in text, text
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert not (tmp_path / "out/reached").exists()  # nothing written

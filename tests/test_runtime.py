@@ -213,9 +213,9 @@ def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_parti
     assert [a["in_flight"]["labels"] for a in attempts] == [e["in_flight"] for e in expected]
     node = {f"{o.kind} {o.name}" if o.name else o.kind: op for op, o in job.operators.items()}
     assert [r["counts"][node["var labels"]] for r in rounds[1:]] == [e["in_flight"] for e in expected[:-1]]
-    for r, before in zip(rounds[1:], expected):
+    for r, e in zip(rounds[1:], expected[1:]):
         # combined: the state and the feedback, both keyed by id; else the feedback narrowed to the task slots
-        want = 2 * partitions if before["combined"] else partitions + slots
+        want = 2 * partitions if e["combined"] else partitions + slots
         assert round_result_tasks(spark, job, "cc", r["round"]) == want
     if above:
         assert not all(e["combined"] for e in expected[:-1]), "the graph should test both cases"
