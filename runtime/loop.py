@@ -10,7 +10,9 @@ and a resumed run starts from the one it restores.
 
 While a round's job runs on another thread, the driver plans the next round over the round's
 lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`): planning a round costs about
-as much driver time as a small round's job, so a loop of small rounds takes ~0.7 of the time.
+as much driver time as a small round's job, so a loop of small rounds in several partitions
+took ~0.7 of the time (benchmarks/RESULTS.md); one whose rounds already keep both of 2 cores
+busy gains little.
 """
 from __future__ import annotations
 
