@@ -66,7 +66,6 @@ class Planned:
     rnd: Round
     group: str  # the job group its job runs in
     variables: dict  # variable -> the records it holds this round (checkpointed in a first round)
-    raw: dict  # variable -> the records fed back to it, before `combine`
     fed: dict  # combined variable -> the counter of the records fed back to it
     fb_ck: dict  # variable -> the checkpoint of what it holds next round
     emit_ck: dict  # emitted stream -> its checkpoint
@@ -190,7 +189,7 @@ class LoopExecutor:
                                 else ck for v, ck in fb_ck.items()}
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         props = jobs.local_properties(run.spark) if self.ahead else None
-        return Planned(rnd, group, variables, raw, fed, fb_ck, emit_ck, until_ck, started, props)
+        return Planned(rnd, group, variables, fed, fb_ck, emit_ck, until_ck, started, props)
 
     def may_plan_ahead(self, planned: Planned) -> bool:
         """Plan the next round while this one's job runs? Not after a loop's last round by count (`rounds`,
@@ -215,9 +214,7 @@ class LoopExecutor:
         (`drop`). None when planning failed: the round is planned again after the job, and fails there if
         it fails again."""
         act, spec = self.act, self.spec
-        for state in act.states.values():
-            state.adopt()  # the next round folds into this round's states
-        planned.adopted = True
+        self.adopt(planned)  # the next round folds into this round's states
         # (after a fresh first round no count is known yet: an incremental epoch's estimate stands in)
         view = evolve(act, round=act.round + 1, variables=planned.fb_ck, seeds={},
                       combined={v: spec.combine[v] for v in planned.fed})
@@ -232,6 +229,14 @@ class LoopExecutor:
             raise
         ahead.known = known
         return ahead
+
+    def adopt(self, planned: Planned) -> None:
+        """The states take the frames `planned`'s job stores (once: before the next round is planned, or after
+        the job)."""
+        if not planned.adopted:
+            for state in self.act.states.values():
+                state.adopt()
+            planned.adopted = True
 
     def drop(self, ahead: Optional[Planned]) -> None:
         """Forget a round planned ahead that does not run."""
@@ -259,9 +264,7 @@ class LoopExecutor:
         # cluster, holds only with counts in plans)
         more = spark_jobs > rnd.waves and run.checkpoints.counted_in_plans
         jobs_seen = run.explain_jobs(group, rnd.recounted) if more else []
-        if not planned.adopted:
-            for state in act.states.values():
-                state.adopt()
+        self.adopt(planned)
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if rnd.index == self.first:
             self.first_round_counts(rnd, planned.variables, counts)
