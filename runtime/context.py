@@ -145,7 +145,8 @@ class RunContext:
         self.interrupts = Interrupts(spark)  # `execute` gives the run the ones its Ctrl-C handler sets
         self._combine_above: Optional[int] = None
         self._overlay: Optional[tuple] = None
-        self._plan_ahead: Optional[bool] = None
+        self._plan_ahead: Optional[str] = None
+        self.job_seconds: dict = {}  # loop scope -> the seconds its last round's Spark job took (plan-ahead's auto)
         self._handles: dict = {}
         self._notes: set = set()
         self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
@@ -180,15 +181,16 @@ class RunContext:
             self._combine_above = read_setting(self.spark, COMBINE_ABOVE, COMBINE_ABOVE_DEFAULT, int)
         return self._combine_above
 
-    def plan_ahead(self) -> bool:
+    def plan_ahead(self) -> Optional[str]:
         """`spark.scopeflow.planAhead`: may a loop plan a round while the previous round's Spark job runs
-        (`loop.LoopExecutor`)? Only where a round's job counts inside its plans, the session has a JVM here and
-        PySpark pins each Python thread to a JVM thread."""
+        (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (always) or None (never). Only where
+        a round's job counts inside its plans, the session has a JVM here and PySpark pins each Python thread to a
+        JVM thread."""
         if self._plan_ahead is None:
-            on = read_setting(self.spark, PLAN_AHEAD, "true").strip().lower() == "true"
-            self._plan_ahead = (on and self.checkpoints.counted_in_plans and not is_connect(self.spark)
-                                and jobs.pinned_threads(self.spark))
-        return self._plan_ahead
+            mode = read_setting(self.spark, PLAN_AHEAD, "auto").strip().lower()
+            able = self.checkpoints.counted_in_plans and not is_connect(self.spark) and jobs.pinned_threads(self.spark)
+            self._plan_ahead = mode if mode in ("auto", "true") and able else ""
+        return self._plan_ahead or None
 
     def overlay(self) -> tuple[float, int]:
         """`spark.scopeflow.stateOverlay` and `spark.scopeflow.stateOverlayMinKeys`: up to what share of a state's

@@ -8,11 +8,13 @@ and what the next round and the outputs need is checkpointed, lazily), runs its 
 activation advances to the next round. A snapshot stores the activations of the scope stack,
 and a resumed run starts from the one it restores.
 
-While a round's job runs on another thread, the driver plans the next round over the round's
-lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`): planning a round costs about
-as much driver time as a small round's job, so a loop of small rounds in several partitions
-took ~0.7 of the time (benchmarks/RESULTS.md); one whose rounds already keep both of 2 cores
-busy gains little.
+While a round's job runs on another thread, the driver may plan the next round over the round's
+lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`). Planning a round is mostly JVM work
+(analysis, optimisation, physical planning) and costs about as much as a small round's job: a loop
+of small rounds in several partitions took ~0.7 of the time (benchmarks/RESULTS.md). Where a
+round's job keeps the cores busy, planning during it only competes with it (on 2 cores, such a
+job took 1.7x and its planning 3x as long), so by default a round is planned ahead only while the
+previous round's job took no longer than planning a round (`may_plan_ahead`).
 """
 from __future__ import annotations
 
@@ -72,11 +74,18 @@ class Planned:
     until_ck: Optional[DataFrame]
     started: float
     props: object = None  # the JVM's local properties of the driver thread that planned it (`jobs.run_aside`)
+    plan_seconds: float = 0.0  # how long planning it took
+    job_seconds: Optional[float] = None  # how long its Spark job took (`run_job`)
     adopted: bool = False  # its states adopted the frames its job stores (before the next round was planned)
     known: set = field(factory=set)  # (planned ahead) the states that existed before it was planned
 
-    def materialise(self) -> tuple[dict, dict]:
-        return self.rnd.materialise(also=tuple(self.fed.values()))
+    def run_job(self) -> tuple[dict, dict]:
+        """Run its Spark job (`Round.materialise`); return the counts."""
+        started = time.perf_counter()
+        try:
+            return self.rnd.materialise(also=tuple(self.fed.values()))
+        finally:
+            self.job_seconds = time.perf_counter() - started
 
 
 def run_activation(run, spec: LoopSpec, body: Callable, entries: dict, imports: dict, act: Activation) -> dict:
@@ -110,7 +119,8 @@ class LoopExecutor:
         self.narrow: Optional[int] = None  # partitions of the fed-back and emitted checkpoints after round one
         self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
-        self.ahead = run.plan_ahead()  # plan a round during the previous round's job (`plan_ahead`)
+        self.ahead = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
+        self.last_job: Optional[float] = run.job_seconds.get(spec.scope)  # the previous round's job, in seconds
         self.finished: Optional[float] = None  # when the last round ended
         if spec.combine and run.checkpoints.counted_in_plans:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
@@ -125,12 +135,12 @@ class LoopExecutor:
                 ahead = job = None
                 try:
                     if self.may_plan_ahead(planned):
-                        job = jobs.run_aside(run.spark, planned.props, planned.materialise)
+                        job = jobs.run_aside(run.spark, planned.props, planned.run_job)
                         ahead = self.plan_ahead(planned)
                         counts, observed = job.result()
                     else:
                         run.round_group(spec.scope, act.number, act.round)  # (a round planned ahead: set again)
-                        counts, observed = planned.materialise()
+                        counts, observed = planned.run_job()
                     attempt, feedback, in_flight, fed = self.finish(planned, counts, observed)
                 except BaseException:  # (a failed job, Ctrl-C: no round after this one)
                     self.drop(ahead)
@@ -189,16 +199,25 @@ class LoopExecutor:
                                 else ck for v, ck in fb_ck.items()}
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         props = jobs.local_properties(run.spark) if self.ahead else None
-        return Planned(rnd, group, variables, fed, fb_ck, emit_ck, until_ck, started, props)
+        return Planned(rnd, group, variables, fed, fb_ck, emit_ck, until_ck, started, props,
+                       plan_seconds=time.perf_counter() - started)
 
     def may_plan_ahead(self, planned: Planned) -> bool:
         """Plan the next round while this one's job runs? Not after a loop's last round by count (`rounds`,
         `max`), when a round runs nested loops (their rounds are Spark jobs), when a snapshot is due after this
         round (it stores the activation as the round leaves it), while an incremental epoch's earlier states are
-        not all taken by their operators, or after Ctrl-C."""
+        not all taken by their operators, or after Ctrl-C.
+
+        With `planAhead=auto` (the default), only while the previous round's job (of this activation or, in its
+        first round, of the loop's previous one) took no longer than planning this round did: a round is
+        planned in about the time the last one took, so a longer job is one that keeps the cores busy with
+        records, and planning during it only slows both down (measured: incremental connected components'
+        rounds, jobs of ~0.3 s against ~0.1 s of planning, took 1.2x as long planned ahead). Both times are
+        measured as the rounds run, planned ahead or not."""
         run, act, protocol = self.run, self.act, self.protocol
         last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
-        return (self.ahead and not last and not planned.rnd.nested and not act.preloaded
+        pays = self.ahead == "true" or (self.last_job is not None and self.last_job <= planned.plan_seconds)
+        return (self.ahead is not None and pays and not last and not planned.rnd.nested and not act.preloaded
                 and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
 
     def plan_ahead(self, planned: Planned) -> Optional[Planned]:
@@ -265,6 +284,8 @@ class LoopExecutor:
         more = spark_jobs > rnd.waves and run.checkpoints.counted_in_plans
         jobs_seen = run.explain_jobs(group, rnd.recounted) if more else []
         self.adopt(planned)
+        if planned.job_seconds is not None:
+            self.last_job = run.job_seconds[spec.scope] = planned.job_seconds
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if rnd.index == self.first:
             self.first_round_counts(rnd, planned.variables, counts)
@@ -285,7 +306,7 @@ class LoopExecutor:
         run.round_done(spec, act.number, RoundRecord(act.round, seconds, in_flight, op_counts, attempt, spark_jobs,
                                                      stored, jobs_seen, rnd.plan_size, tasks,
                                                      {op: how for op, how in folds.items() if how}, rnd.waves,
-                                                     rnd.ahead))
+                                                     rnd.ahead, planned.plan_seconds, planned.job_seconds))
         return attempt, fb_ck, in_flight, fed
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict) -> None:

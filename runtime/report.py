@@ -31,6 +31,8 @@ class RoundRecord:
     # local or replicated checkpoints
     waves: int = 1
     ahead: bool = False  # planned while the previous round's Spark job ran (`loop.LoopExecutor.plan_ahead`)
+    plan_seconds: Optional[float] = None  # how long planning the round took (during the previous job when `ahead`)
+    job_seconds: Optional[float] = None  # how long its Spark job took
 
 
 class RunReport:
@@ -70,6 +72,7 @@ class RunReport:
                                    "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
                                    "stored": record.stored, "spark_jobs": record.spark_jobs, "waves": record.waves,
                                    "plan_size": record.plan_size, "planned_ahead": record.ahead,
+                                   "plan_seconds": record.plan_seconds, "job_seconds": record.job_seconds,
                                    "counts": record.counts,
                                    **({"tasks": record.tasks} if record.tasks is not None else {}),
                                    **({"states": record.states} if record.states else {}),

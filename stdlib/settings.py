@@ -23,7 +23,7 @@ INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction o
 INCREMENTAL_STATE_EVERY = "spark.scopeflow.incremental.stateEvery"  # epochs between an incremental loop's state writes
 LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
 PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
-PLAN_AHEAD = "spark.scopeflow.planAhead"  # true | false: plan a round while the previous round's job runs
+PLAN_AHEAD = "spark.scopeflow.planAhead"  # auto | true | false: plan a round while the previous round's job runs
 STATE_OVERLAY = "spark.scopeflow.stateOverlay"  # a share of a state's keys; 0: every round rewrites it (runtime/state.py)
 STATE_OVERLAY_MIN_KEYS = "spark.scopeflow.stateOverlayMinKeys"  # states smaller than this are rewritten every round
 
@@ -69,8 +69,9 @@ SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
     PARTITION_BYTES: (lambda t: _within(t, int, 1),
                       "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's "
                       "inputs)"),
-    PLAN_AHEAD: (_one_of("true", "false"),
-                 "expected true or false (false: a loop plans each round after the previous round's Spark job)"),
+    PLAN_AHEAD: (_one_of("auto", "true", "false"),
+                 "expected auto, true or false (auto: while a round's Spark job takes no longer than planning one; "
+                 "false: a loop plans each round after the previous round's Spark job)"),
     STATE_OVERLAY: (lambda t: _within(t, float, 0, 1),
                     "expected a share of a state's keys from 0 to 1 (e.g. 0: every round rewrites the whole state)"),
     STATE_OVERLAY_MIN_KEYS: (lambda t: _within(t, int, 0),

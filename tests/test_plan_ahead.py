@@ -22,8 +22,8 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def plan_ahead(spark):
     """Set `spark.scopeflow.planAhead` for the runs of one test (each run reads it as it starts)."""
-    def set_to(on: bool) -> None:
-        spark.conf.set("spark.scopeflow.planAhead", "true" if on else "false")
+    def set_to(on) -> None:  # True, False or "auto"
+        spark.conf.set("spark.scopeflow.planAhead", on if isinstance(on, str) else "true" if on else "false")
 
     yield set_to
     spark.conf.unset("spark.scopeflow.planAhead")
@@ -122,10 +122,7 @@ def test_a_distinct_loop_planned_ahead_gives_the_transitive_closure(spark, tmp_p
     assert len(rounds) > 3 and all(r["planned_ahead"] for r in rounds[1:])
 
 
-def test_a_round_that_runs_nested_loops_is_not_planned_ahead(spark, tmp_path, plan_ahead):
-    # the outer round's body runs the inner loop's rounds (Spark jobs): the next outer round is planned after
-    # the outer job; the inner loop's own rounds are planned ahead
-    flow = write(tmp_path, "nested.flow", """
+NESTED = """
         source seeds = values (v: long) [(1), (2)]
         source edges = values (src: long, dst: long) [(1, 2), (2, 3), (3, 4), (4, 1)]
         out = loop outer(o = seeds) with (e = edges) rounds 3 {
@@ -138,7 +135,13 @@ def test_a_round_that_runs_nested_loops_is_not_planned_ahead(spark, tmp_path, pl
             emit reached
         }
         sink out -> csv("out/nested", header = true)
-    """)
+"""
+
+
+def test_a_round_that_runs_nested_loops_is_not_planned_ahead(spark, tmp_path, plan_ahead):
+    # the outer round's body runs the inner loop's rounds (Spark jobs): the next outer round is planned after
+    # the outer job; the inner loop's own rounds are planned ahead
+    flow = write(tmp_path, "nested.flow", NESTED)
     plan_ahead(True)
     job = run_file(flow, spark=spark)
     got = Counter(v for (v,) in read_output(str(tmp_path / "out/nested"), (int,)))
@@ -210,3 +213,39 @@ def test_a_round_whose_job_fails_while_the_next_is_planned_is_told_as_that_round
     assert "'x'" in text or '"x"' in text, text
     assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
     assert not (tmp_path / "out/reached").exists()  # nothing written
+
+
+def follows_auto(rounds: list[dict], before) -> None:
+    """`planAhead=auto`: a round is planned ahead exactly when the job of the round two before it (of the loop's
+    previous activation, `before`, for the second round) took no longer than planning the round before it."""
+    for k, r in enumerate(rounds):
+        last_job = rounds[k - 2]["job_seconds"] if k >= 2 else before if k == 1 else None
+        pays = last_job is not None and last_job <= rounds[k - 1]["plan_seconds"]
+        assert r["planned_ahead"] == pays, (k, last_job, rounds[k - 1]["plan_seconds"] if k else None)
+        assert r["plan_seconds"] > 0 and r["job_seconds"] > 0
+
+
+def test_auto_plans_ahead_while_the_last_job_took_no_longer_than_planning(spark, tmp_path, example_copy,
+                                                                          plan_ahead):
+    edges = chain_of_cliques(12, 4, seed=5)
+    write_edges(tmp_path, edges)
+    plan_ahead("auto")
+    job = run_file(example_copy("connected_components.flow"), EDGES, spark=spark)
+    assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
+    rounds = rounds_of(job, "cc")
+    assert len(rounds) > 10
+    follows_auto(rounds, None)  # (the run's first activation: its second round is planned after the first job)
+
+
+def test_auto_judges_a_first_round_by_the_loops_previous_activation(spark, tmp_path, plan_ahead):
+    plan_ahead("auto")
+    job = run_file(write(tmp_path, "nested.flow", NESTED), spark=spark)
+    got = Counter(v for (v,) in read_output(str(tmp_path / "out/nested"), (int,)))
+    assert got == Counter({1: 3, 2: 3, 3: 3, 4: 3})
+    inner = rounds_of(job, "outer.inner")
+    before = None
+    for number in (1, 2, 3):
+        rounds = [r for r in inner if r["activation"] == number]
+        assert len(rounds) > 2
+        follows_auto(rounds, before)
+        before = rounds[-1]["job_seconds"]

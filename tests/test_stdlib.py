@@ -411,7 +411,7 @@ sink e | sssp(start) -> console()
     ("spark.scopeflow.incremental.stateEvery", ["1", "10"], ["0", "-2", "1.5", "often"]),
     ("spark.scopeflow.loopPartitions", ["auto", "1", "64"], ["0", "many"]),
     ("spark.scopeflow.loopPartitionBytes", ["1", "4194304"], ["0", "4M"]),
-    ("spark.scopeflow.planAhead", ["true", "FALSE"], ["yes", "1"]),
+    ("spark.scopeflow.planAhead", ["Auto", "true", "FALSE"], ["yes", "1"]),
     ("spark.scopeflow.stateOverlay", ["0", "0.25", "1"], ["1.5", "-0.1"]),
     ("spark.scopeflow.stateOverlayMinKeys", ["0", "300000"], ["-1", "lots"]),
     ("spark.scopeflow.ship", ["true", "False"], ["no"]),
