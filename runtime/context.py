@@ -183,7 +183,7 @@ class RunContext:
 
     def plan_ahead(self) -> Optional[str]:
         """`spark.scopeflow.planAhead`: may a loop plan a round while the previous round's Spark job runs
-        (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (always) or None (never). Only where
+        (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (wherever it may) or None (never). Only where
         a round's job counts inside its plans, the session has a JVM here and PySpark pins each Python thread to a
         JVM thread."""
         if self._plan_ahead is None:

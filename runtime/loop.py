@@ -119,7 +119,7 @@ class LoopExecutor:
         self.narrow: Optional[int] = None  # partitions of the fed-back and emitted checkpoints after round one
         self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
-        self.ahead = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
+        self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
         self.last_job: Optional[float] = run.job_seconds.get(spec.scope)  # the previous round's job, in seconds
         self.finished: Optional[float] = None  # when the last round ended
         if spec.combine and run.checkpoints.counted_in_plans:
@@ -198,7 +198,7 @@ class LoopExecutor:
             self.narrow_from = {v: raw[v] if v in fed and isinstance(act.states.get(spec.combine[v]), ReduceState)
                                 else ck for v, ck in fb_ck.items()}
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
-        props = jobs.local_properties(run.spark) if self.ahead else None
+        props = jobs.local_properties(run.spark) if self.ahead_mode else None
         return Planned(rnd, group, variables, fed, fb_ck, emit_ck, until_ck, started, props,
                        plan_seconds=time.perf_counter() - started)
 
@@ -209,15 +209,16 @@ class LoopExecutor:
         not all taken by their operators, or after Ctrl-C.
 
         With `planAhead=auto` (the default), only while the previous round's job (of this activation or, in its
-        first round, of the loop's previous one) took no longer than planning this round did: a round is
+        first round, of the loop's previous activation in this run; a streaming epoch is a run of its own) took
+        no longer than planning this round did: a round is
         planned in about the time the last one took, so a longer job is one that keeps the cores busy with
         records, and planning during it only slows both down (measured: incremental connected components'
         rounds, jobs of ~0.3 s against ~0.1 s of planning, took 1.2x as long planned ahead). Both times are
         measured as the rounds run, planned ahead or not."""
         run, act, protocol = self.run, self.act, self.protocol
         last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
-        pays = self.ahead == "true" or (self.last_job is not None and self.last_job <= planned.plan_seconds)
-        return (self.ahead is not None and pays and not last and not planned.rnd.nested and not act.preloaded
+        pays = self.ahead_mode == "true" or (self.last_job is not None and self.last_job <= planned.plan_seconds)
+        return (self.ahead_mode is not None and pays and not last and not planned.rnd.nested and not act.preloaded
                 and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
 
     def plan_ahead(self, planned: Planned) -> Optional[Planned]:

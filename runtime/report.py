@@ -31,8 +31,10 @@ class RoundRecord:
     # local or replicated checkpoints
     waves: int = 1
     ahead: bool = False  # planned while the previous round's Spark job ran (`loop.LoopExecutor.plan_ahead`)
-    plan_seconds: Optional[float] = None  # how long planning the round took (during the previous job when `ahead`)
-    job_seconds: Optional[float] = None  # how long its Spark job took
+    # how long planning the round took (during the previous job when `ahead`; with the rounds of the nested loops
+    # it ran) and its Spark job; not rounded: `planAhead=auto` compares them as measured (tests check it by them)
+    plan_seconds: Optional[float] = None
+    job_seconds: Optional[float] = None
 
 
 class RunReport:

@@ -12,6 +12,7 @@ import pytest
 import reference
 from conftest import read_output
 from scopeflow.api import run_file
+from scopeflow.runtime import loop as loop_module
 from scopeflow.runtime import round as round_module
 from scopeflow.runtime.arguments import SnapshotOptions
 from scopeflow.runtime.errors import RuntimeFailure
@@ -237,15 +238,26 @@ def test_auto_plans_ahead_while_the_last_job_took_no_longer_than_planning(spark,
     follows_auto(rounds, None)  # (the run's first activation: its second round is planned after the first job)
 
 
-def test_auto_judges_a_first_round_by_the_loops_previous_activation(spark, tmp_path, plan_ahead):
+def test_auto_judges_a_first_round_by_the_loops_previous_activation(spark, tmp_path, plan_ahead, monkeypatch):
+    # every job reported as taking no time: each round is planned ahead as soon as a job of the loop was seen,
+    # in its first activation from its third round, in the later ones (by the last job before) from the second
+    run_job = loop_module.Planned.run_job
+
+    def instant(self):
+        out = run_job(self)
+        self.job_seconds = 0.0
+        return out
+
+    monkeypatch.setattr(loop_module.Planned, "run_job", instant)
     plan_ahead("auto")
     job = run_file(write(tmp_path, "nested.flow", NESTED), spark=spark)
     got = Counter(v for (v,) in read_output(str(tmp_path / "out/nested"), (int,)))
     assert got == Counter({1: 3, 2: 3, 3: 3, 4: 3})
     inner = rounds_of(job, "outer.inner")
-    before = None
     for number in (1, 2, 3):
-        rounds = [r for r in inner if r["activation"] == number]
-        assert len(rounds) > 2
-        follows_auto(rounds, before)
-        before = rounds[-1]["job_seconds"]
+        ahead = [r["planned_ahead"] for r in inner if r["activation"] == number]
+        assert len(ahead) > 2
+        first = 2 if number == 1 else 1
+        assert ahead == [False] * first + [True] * (len(ahead) - first), (number, ahead)
+    # the outer loop's rounds run nested loops: never planned ahead, whatever the times
+    assert [r["planned_ahead"] for r in rounds_of(job, "outer")] == [False, False, False]
