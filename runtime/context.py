@@ -146,7 +146,7 @@ class RunContext:
         self._combine_above: Optional[int] = None
         self._overlay: Optional[tuple] = None
         self._plan_ahead: Optional[str] = None
-        self.job_seconds: dict = {}  # loop scope -> the seconds its last round's Spark job took (plan-ahead's auto)
+        self.job_seconds: dict = {}  # loop scope -> the seconds its last round's Spark job took (planAhead=auto)
         self._handles: dict = {}
         self._notes: set = set()
         self.inputs: dict[str, failures.Input] = {}  # the file sources read so far, for telling failures
@@ -183,9 +183,9 @@ class RunContext:
 
     def plan_ahead(self) -> Optional[str]:
         """`spark.scopeflow.planAhead`: may a loop plan a round while the previous round's Spark job runs
-        (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (wherever it may) or None (never). Only where
-        a round's job counts inside its plans, the session has a JVM here and PySpark pins each Python thread to a
-        JVM thread."""
+        (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (wherever it may) or None (never).
+        Only where a round's job counts inside its plans, the session has a JVM here and PySpark pins each Python
+        thread to a JVM thread."""
         if self._plan_ahead is None:
             mode = read_setting(self.spark, PLAN_AHEAD, "auto").strip().lower()
             able = self.checkpoints.counted_in_plans and not is_connect(self.spark) and jobs.pinned_threads(self.spark)

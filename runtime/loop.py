@@ -120,7 +120,6 @@ class LoopExecutor:
         self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
-        self.last_job: Optional[float] = run.job_seconds.get(spec.scope)  # the previous round's job, in seconds
         self.finished: Optional[float] = None  # when the last round ended
         if spec.combine and run.checkpoints.counted_in_plans:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
@@ -209,15 +208,16 @@ class LoopExecutor:
         not all taken by their operators, or after Ctrl-C.
 
         With `planAhead=auto` (the default), only while the previous round's job (of this activation or, in its
-        first round, of the loop's previous activation in this run; a streaming epoch is a run of its own) took
-        no longer than planning this round did: a round is
-        planned in about the time the last one took, so a longer job is one that keeps the cores busy with
-        records, and planning during it only slows both down (measured: incremental connected components'
-        rounds, jobs of ~0.3 s against ~0.1 s of planning, took 1.2x as long planned ahead). Both times are
-        measured as the rounds run, planned ahead or not."""
+        first round, of the loop's previous activation in this run, `RunContext.job_seconds`; a streaming epoch
+        is a run of its own) took no longer than planning this round did: a round is planned in about the time
+        the last one took, so a longer job is one that keeps the cores busy with records, and planning during it
+        only slows both down (measured: incremental connected components' rounds, jobs of ~0.3 s against ~0.1 s
+        of planning, took 1.2x as long planned ahead). Both times are measured as the rounds run, planned ahead
+        or not."""
         run, act, protocol = self.run, self.act, self.protocol
         last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
-        pays = self.ahead_mode == "true" or (self.last_job is not None and self.last_job <= planned.plan_seconds)
+        last_job = run.job_seconds.get(self.spec.scope)
+        pays = self.ahead_mode == "true" or (last_job is not None and last_job <= planned.plan_seconds)
         return (self.ahead_mode is not None and pays and not last and not planned.rnd.nested and not act.preloaded
                 and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
 
@@ -286,7 +286,7 @@ class LoopExecutor:
         jobs_seen = run.explain_jobs(group, rnd.recounted) if more else []
         self.adopt(planned)
         if planned.job_seconds is not None:
-            self.last_job = run.job_seconds[spec.scope] = planned.job_seconds
+            run.job_seconds[spec.scope] = planned.job_seconds
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if rnd.index == self.first:
             self.first_round_counts(rnd, planned.variables, counts)
