@@ -50,9 +50,10 @@ class Checkpoints:
         self._scratch: Optional[str] = None  # Connect: where `_connect_reset` writes
 
     @property
-    def counted_in_plans(self) -> bool:
-        """Do checkpoints count their records inside their own plans? Not over Connect (no JVM) and not for
-        reliable checkpoints (Spark's second write job recomputes them, and their counters)."""
+    def counted_by_job(self) -> bool:
+        """Does the round's one RDD-level job store the checkpoints, return their sizes and fill the counters in
+        their plans (`round.compute_checkpoints`)? Not over Connect (no JVM) and not for reliable checkpoints
+        (Spark's second write job recomputes them, and their counters)."""
         return self.mode not in ("connect", "reliable")
 
     def make(self, df: DataFrame, round_no: Optional[int] = None) -> DataFrame:
@@ -78,11 +79,11 @@ class Checkpoints:
         in one process, and a task that needs a block another task is writing waits for it. On a cluster a
         checkpoint whose plan reads another checkpoint of the same round (a loop body reads a `reduce`'s
         new state) would compute that one's partitions a second time on another executor, in the same job:
-        twice the work, counters that count twice (and a job to count again), and two copies of a block
+        twice the work, counters that count twice, and two copies of a block
         that Spark keeps only one of, so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND).
         There a checkpoint is stored by a job after those it reads; one JVM call per checkpoint finds them
         (its RDD's lineage)."""
-        if len(checkpoints) < 2 or not self.counted_in_plans or local_slots(master(self.spark) or "") is not None:
+        if len(checkpoints) < 2 or not self.counted_by_job or local_slots(master(self.spark) or "") is not None:
             return [checkpoints]
         rdds = [checkpoint_rdd(ck) for ck in checkpoints]
         level = wave_levels([rdd.id() for rdd in rdds], [rdd.toDebugString() for rdd in rdds])

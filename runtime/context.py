@@ -46,15 +46,15 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
 #
 # The record counters (`observe`) must add up every task that fed them. From Spark 4.3 an
-# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A round
-# checkpoint read by two shuffle stages has some of its partitions computed by each stage (when the
-# round has more tasks than task slots); its counter then misses the other stage's partitions, and
-# the round had to count again, in a second Spark job. So loops sum all tasks, as Spark did before
-# 4.3 (older Sparks ignore the setting). Within a round every partition is computed once: a stream
-# read twice is a checkpoint. A stage re-run (a lost executor) counts some records twice: the
-# checkpoints' counters are checked against the round's own count (`Round.materialise` counts again
-# when they disagree); the other counters (the report's, the records fed back) can only read high,
-# which never ends a loop early.
+# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A stream
+# read by two shuffle stages has some of its partitions computed by each stage (when the round has
+# more tasks than task slots); its counter then misses the other stage's partitions. So loops sum
+# all tasks, as Spark did before 4.3 (older Sparks ignore the setting). Within a round every
+# partition is computed once: a stream read twice is a checkpoint. A stage re-run (a lost executor)
+# counts some records twice; counters (the report's, the records fed back) can only read high, which
+# never ends a loop early. What ends a loop is exact whatever happens: the records of each round
+# checkpoint are the sizes of its partitions, the results of the round job's tasks
+# (`round.compute_checkpoints`).
 #
 # Every checkpoint of a round is an SQL execution of its own, and Spark describes each one for its UI as it
 # starts, in the UI's explain mode: `formatted` (the default) walks the plan to number and list every operator,
@@ -145,7 +145,7 @@ class RunContext:
         self.interrupts = Interrupts(spark)  # `execute` gives the run the ones its Ctrl-C handler sets
         self._combine_above: Optional[int] = None
         self._overlay: Optional[tuple] = None
-        self._plan_ahead: Optional[str] = None
+        self._plan_ahead: Optional[str] = None  # the setting, once read ("false": never)
         self.job_seconds: dict = {}  # loop scope -> the seconds its last round's Spark job took (planAhead=auto)
         self._handles: dict = {}
         self._notes: set = set()
@@ -184,23 +184,23 @@ class RunContext:
     def plan_ahead(self) -> Optional[str]:
         """`spark.scopeflow.planAhead`: may a loop plan a round while the previous round's Spark job runs
         (`loop.LoopExecutor.may_plan_ahead`)? "auto" (when that pays), "true" (wherever it may) or None (never).
-        Only where a round's job counts inside its plans, the session has a JVM here and PySpark pins each Python
-        thread to a JVM thread."""
+        Only where the round's job is an RDD-level one (`Checkpoints.counted_by_job`), the session has a JVM here
+        and PySpark pins each Python thread to a JVM thread."""
         if self._plan_ahead is None:
             mode = read_setting(self.spark, PLAN_AHEAD, "auto").strip().lower()
-            able = self.checkpoints.counted_in_plans and not is_connect(self.spark) and jobs.pinned_threads(self.spark)
-            self._plan_ahead = mode if mode in ("auto", "true") and able else ""
-        return self._plan_ahead or None
+            able = self.checkpoints.counted_by_job and not is_connect(self.spark) and jobs.pinned_threads(self.spark)
+            self._plan_ahead = mode if mode in ("auto", "true") and able else "false"
+        return None if self._plan_ahead == "false" else self._plan_ahead
 
     def overlay(self) -> tuple[float, int]:
         """`spark.scopeflow.stateOverlay` and `spark.scopeflow.stateOverlayMinKeys`: up to what share of a state's
         keys a round folds into its overlay, and from how many keys a state has one (runtime/state.py; a share
-        of 0: every round rewrites the whole state). Only where a round's job counts inside its plans (the
-        overlay's size comes from its counters)."""
+        of 0: every round rewrites the whole state). Only where the round's job fills the counters in its plans
+        (the overlay's size comes from its counters)."""
         if self._overlay is None:
             share = read_setting(self.spark, STATE_OVERLAY, OVERLAY_SHARE, float)
             min_keys = read_setting(self.spark, STATE_OVERLAY_MIN_KEYS, OVERLAY_MIN_KEYS, int)
-            self._overlay = (share if self.checkpoints.counted_in_plans else 0.0, min_keys)
+            self._overlay = (share if self.checkpoints.counted_by_job else 0.0, min_keys)
         return self._overlay
 
     def aggregate(self, fn: str, column: Optional[Column]) -> Column:
@@ -487,9 +487,9 @@ class RunContext:
     def tasks_in_group(self, group: str) -> int:
         return jobs.tasks_in_group(self.spark, group)  # -1 over Spark Connect
 
-    def explain_jobs(self, group: str, recounted: Optional[str]) -> list[str]:
-        """Each Spark job of a round's group, and whether the round counted its records again."""
-        return ([f"records counted again: {recounted}"] if recounted else []) + jobs.describe_jobs(self.spark, group)
+    def explain_jobs(self, group: str) -> list[str]:
+        """Each Spark job of a round's group."""
+        return jobs.describe_jobs(self.spark, group)
 
     def release(self, frames: list) -> None:
         """Free the blocks of round checkpoints nothing refers to (but one an asynchronous snapshot still writes)."""

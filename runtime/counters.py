@@ -10,7 +10,6 @@ from pyspark.sql import functions as F
 from scopeflow.runtime import columns
 from scopeflow.runtime.deployment import is_connect
 
-CHECKPOINT_COUNTER = "_sf_ck:"  # observe name of a round checkpoint's record counter (+ its key)
 FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
 NEW_KEYS_COUNTER = "_sf_nk:"  # observe name of a state overlay's count of keys not in main (+ the state's key)
 INTERNAL = "_sf_"  # the start of every counter name above: none names an operator
@@ -51,7 +50,7 @@ def metric_pairs(metrics) -> list[tuple[str, int]]:
 
     One JVM call reads the whole map as text (`Map(n009 -> [12], ...)`): every entry read
     through the JVM would cost four round trips, every round. Names are scopeflow's own
-    (operator ids, `_sf_ck:` + checkpoint key); if the text is ever not exactly its `size()`
+    (operator ids, `_sf_fed:` + variable); if the text is ever not exactly its `size()`
     entries, they are read one by one."""
     text = metrics.toString()
     pairs = [(m.group(1), int(m.group(2))) for m in _METRIC.finditer(text)]

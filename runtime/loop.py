@@ -121,7 +121,7 @@ class LoopExecutor:
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
         self.finished: Optional[float] = None  # when the last round ended
-        if spec.combine and run.checkpoints.counted_in_plans:
+        if spec.combine and run.checkpoints.counted_by_job:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
 
     def execute(self) -> dict:
@@ -281,9 +281,9 @@ class LoopExecutor:
         spark_jobs = run.jobs_in_group(group, rnd.waves)
         tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
-        # cluster, holds only with counts in plans)
-        more = spark_jobs > rnd.waves and run.checkpoints.counted_in_plans
-        jobs_seen = run.explain_jobs(group, rnd.recounted) if more else []
+        # cluster, holds only for the RDD-level round job)
+        more = spark_jobs > rnd.waves and run.checkpoints.counted_by_job
+        jobs_seen = run.explain_jobs(group) if more else []
         self.adopt(planned)
         if planned.job_seconds is not None:
             run.job_seconds[spec.scope] = planned.job_seconds
@@ -389,15 +389,15 @@ def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Op
     saves only the records it merges, and costs a stage's worth of tasks: it is combined in the first
     round and after rounds that fed back at least `spark.scopeflow.combineAbove` records (measured on
     2 cores: +4 tasks, ~12 ms a round, against ~0.3 us per record not stored); a round planned during
-    the previous round's job goes by the round before that (`LoopExecutor.plan_ahead`). Only where checkpoints
-    count their records in their own plans (local and replicated checkpoints): the records fed back
-    are counted there too, for the termination attempt.
+    the previous round's job goes by the round before that (`LoopExecutor.plan_ahead`). Only where the round's
+    job fills the counters in its plans (local and replicated checkpoints, `Checkpoints.counted_by_job`):
+    the records fed back are counted there, for the termination attempt.
 
     Replaces `feedback[var]`; returns the name of the counter of the records fed back, or None when
     the variable is not combined this round."""
     op = rnd.spec.combine[var]
     state = rnd.states.get(op)
-    if state is None or not rnd.spec.feedback.get(var) or not rnd.run.checkpoints.counted_in_plans:
+    if state is None or not rnd.spec.feedback.get(var) or not rnd.run.checkpoints.counted_by_job:
         return None
     if isinstance(state, ReduceState) and last_fed is not None and last_fed < rnd.run.combine_above():
         return None

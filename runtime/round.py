@@ -3,8 +3,9 @@ round's single Spark job (`Round.materialise`).
 
 Everything the round must keep — feedback, emitted records, new `reduce`/`distinct` state, shared streams,
 the `until` stream — is a lazy checkpoint; one action then computes and stores all of them in one Spark job,
-which also fills every record counter (`observe`) in the round's plans (on a cluster, a checkpoint the round's
-other ones read is stored by a job of its own first: `Checkpoints.waves`). Lineage is cut every round, so a
+which returns the size of each of their partitions and also fills every record counter (`observe`) in the
+round's plans (on a cluster, a checkpoint the round's other ones read is stored by a job of its own first:
+`Checkpoints.waves`). Lineage is cut every round, so a
 round's cost does not grow with the round count.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime.counters import CHECKPOINT_COUNTER, FED_COUNTER
+from scopeflow.runtime.counters import FED_COUNTER
 from scopeflow.runtime.state import DistinctState, ReduceState
 
 
@@ -41,10 +42,9 @@ class Round:
         self._alive: list[DataFrame] = []  # frames whose ids are keys above: they must outlive the round
         self._narrow: dict[int, DataFrame] = {}
         self._counted: dict[int, str] = {}  # id(frame) -> the counter (in its plan) that counts exactly its records
-        self.same_count: dict[str, str] = {}  # operator or checkpoint key -> the counter that also counts it
+        self.same_count: dict[str, str] = {}  # operator -> the counter that also counts it
         self.nested: list[str] = []  # scopes of the loops this round ran
         self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
-        self.recounted: Optional[str] = None  # why the round counted its records again, if it did
         self.waves = 1  # the Spark jobs the round's checkpoints are stored by (`Checkpoints.waves`)
         self.plan_size: Optional[int] = None
 
@@ -148,17 +148,8 @@ class Round:
         known = self._by_frame.get(id(df))
         if known is not None:
             return known
-        counted_in_plans = self.run.checkpoints.counted_in_plans
-        counter = self.counter_of(df) if counted_in_plans else None
-        if counter is not None:  # already counted inside its plan (an operator's output, fed back as it is)
-            self.same_count[key] = counter
-            pre = df
-        elif counted_in_plans:  # its record count, collected by the round's job
-            pre = self.run.counters.observe(df, CHECKPOINT_COUNTER + key)
-        else:  # counted by the round's action itself (`tagged_counts`)
-            pre = df
-        ck = self.run.checkpoints.make(pre, self.index)
-        self.pending.append((key, pre, ck))
+        ck = self.run.checkpoints.make(df, self.index)  # (counted by the round's job: `materialise`)
+        self.pending.append((key, df, ck))
         self._by_frame[id(df)] = self._by_frame[id(ck)] = ck
         self._alive += [df, ck]
         self._key_of[id(ck)] = key
@@ -194,27 +185,20 @@ class Round:
             self.plan_size = sum(pre._jdf.queryExecution().logical().treeString().count("\n")
                                  for _, pre, _ in self.pending)
         frames = [pre for _, pre, _ in self.pending]
-        if not run.checkpoints.counted_in_plans:
+        if not run.checkpoints.counted_by_job:
             counts = tagged_counts(run, [(key, ck) for key, _, ck in self.pending])
             observed = run.counters.observed(frames)
         else:
             waves = run.checkpoints.waves([ck for _, _, ck in self.pending])
             self.waves = len(waves)
-            total = sum(compute_checkpoints(run, wave) for wave in waves)
+            sizes = [n for wave in waves for n in compute_checkpoints(run, wave)]
+            order = [self.key_of(ck) for wave in waves for ck in wave]
+            counts = dict(zip(order, sizes, strict=True))
             observed = run.counters.observed(frames)
-            counts = {key: observed.get(self.same_count[key]) if key in self.same_count
-                      else observed.pop(CHECKPOINT_COUNTER + key, None) for key, _, _ in self.pending}
-            if None in counts.values() or sum(counts.values()) != total:
-                self.recounted = f"counters {counts} against {total} records"
-                # never guess: a wrong 0 would end the loop early. Counters can disagree with the
-                # job's own count (e.g. a stage re-run after a lost executor), so count again; the
-                # checkpoints are stored now, so this job only reads them.
-                counts = tagged_counts(run, [(key, ck) for key, _, ck in self.pending])
             counts.update({name: observed.pop(name, None) if name.startswith(FED_COUNTER) else observed.get(name)
                            for name in also})
-        keys = {key for key, _, _ in self.pending}
         for name, base in self.same_count.items():
-            if name not in keys and base in observed:
+            if base in observed:
                 observed[name] = observed[base]
         if run.detailed and run.jvm_metrics:
             run.report.time_operators([(key, pre) for key, pre, _ in self.pending])
@@ -240,20 +224,53 @@ def union_all(frames: list) -> DataFrame:
     return _fold(lambda a, b: a.unionByName(b), frames)
 
 
-def compute_checkpoints(run, checkpoints: list) -> int:
+def compute_checkpoints(run, checkpoints: list) -> list[int]:
     """The one action of a round (classic Spark): compute and store every checkpoint in one job; return the
-    number of records of all of them together.
+    number of records of each.
 
-    The checkpoints' RDDs are unioned and counted at the RDD level: one Spark job, no SQL query to plan and
-    no listener event to wait for. Record counts per checkpoint come from the `observe` counters inside the
-    checkpointed plans, which that same job fills. The tasks get the session's SQL settings as a SQL
+    The checkpoints' RDDs are unioned and their partitions' sizes computed at the RDD level
+    (`RDD.zipWithIndex`, whose constructor runs one job of `Utils.getIteratorSize` over every partition but
+    the last, here an empty one added for it): one Spark job, no SQL query to plan, no listener event to wait
+    for, and no counter in the checkpointed plans. The sizes are exact, being the tasks' results (a counter is
+    an accumulator, which a re-run stage fills twice). The tasks get the session's SQL settings as a SQL
     query's tasks do (`SQLExecutionRDD`)."""
     from scopeflow.runtime.checkpoints import checkpoint_rdd
 
     spark = run.spark
-    union = _fold(lambda a, b: a.union(b), [checkpoint_rdd(ck) for ck in checkpoints])
+    rdds = [checkpoint_rdd(ck) for ck in checkpoints]
+    parts = [rdd.getNumPartitions() for rdd in rdds]
+    last = run.handle("one-empty-partition", lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())
+    union = _fold(lambda a, b: a.union(b), rdds + [last])
     wrap = run.handle("sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
-    return int(wrap(union, spark._jsparkSession.sessionState().conf()).count())
+    starts = partition_starts(run, wrap(union, spark._jsparkSession.sessionState().conf()).zipWithIndex())
+    if len(starts) != sum(parts) + 1:  # (a union keeps its inputs' partitions in order unless they share a partitioner)
+        raise RuntimeError(f"internal error: {len(starts)} partitions in the union of checkpoints of {parts}")
+    out, at = [], 0
+    for n in parts:
+        out.append(starts[at + n] - starts[at])
+        at += n
+    return out
+
+
+def partition_starts(run, zipped) -> list[int]:
+    """The index of each partition's first record in a `ZippedWithIndexRDD` (its `startIndices`, computed by
+    its constructor): read in two JVM calls through the private field, or two per partition through its
+    partitions' `startIndex` if that field is ever renamed."""
+    jvm = run.spark._jvm
+
+    def field():
+        try:
+            f = jvm.java.lang.Class.forName("org.apache.spark.rdd.ZippedWithIndexRDD").getDeclaredField("startIndices")
+            f.setAccessible(True)
+            return f
+        except Exception:  # noqa: BLE001 - py4j's error for a missing field: read the partitions instead
+            return None
+
+    f = run.handle("zipped-start-indices", field)
+    if f is not None:
+        text = jvm.java.util.Arrays.toString(f.get(zipped))
+        return [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
+    return [p.startIndex() for p in zipped.partitions()]
 
 
 def tagged_counts(run, frames: list[tuple[str, DataFrame]]) -> dict:

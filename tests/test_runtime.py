@@ -90,17 +90,17 @@ def test_one_job_per_round_with_more_tasks_than_slots(spark, example_copy, many_
 
 def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     # A round checkpoint read by two shuffles has each partition computed by whichever stage gets to
-    # it first. Spark 4.3's `observe` keeps only the tasks of the stage with the highest RDD id; the
-    # round's record counter must still count every partition (else the round counts again, in a
-    # second Spark job). Here two jobs split the partitions on purpose, the later one on a child RDD.
+    # it first. Spark 4.3's `observe` keeps only the tasks of the stage with the highest RDD id; an
+    # operator's record counter must still count every partition (`LOOP_CONF`). Here two jobs split
+    # the partitions on purpose, the later one on a child RDD.
     from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
     from scopeflow.runtime.context import LOOP_CONF, restore_conf, set_conf
-    from scopeflow.runtime.counters import CHECKPOINT_COUNTER, Counters
+    from scopeflow.runtime.counters import Counters
 
     counters, checkpoints = Counters(spark), Checkpoints(spark)
     saved = set_conf(spark, LOOP_CONF)
     try:
-        pre = spark.range(0, 1000, 1, 2).observe(CHECKPOINT_COUNTER + "x", counters.column)
+        pre = spark.range(0, 1000, 1, 2).observe("n001", counters.column)
         ck = checkpoints.make(pre)
         rdd = checkpoint_rdd(ck)
         jvm = spark._jvm
@@ -116,7 +116,7 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
         checkpoints.release([ck])
     finally:
         restore_conf(spark, saved)
-    assert observed["_sf_ck:x"] == 1000
+    assert observed["n001"] == 1000
 
 
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
@@ -911,13 +911,54 @@ class _MetricsMap:
 def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
     from scopeflow.runtime.counters import metric_pairs as _metric_pairs
 
-    entries = {"_sf_ck:n005/state": 10, "n012": 0, "_sf_ck:feedback/x": 3}
-    text = "HashMap(_sf_ck:n005/state -> [10], n012 -> [0], _sf_ck:feedback/x -> [3])"
+    entries = {"_sf_nk:n005": 10, "n012": 0, "_sf_fed:x": 3}
+    text = "HashMap(_sf_nk:n005 -> [10], n012 -> [0], _sf_fed:x -> [3])"
     assert sorted(_metric_pairs(_MetricsMap(text, entries))) == sorted(entries.items())
     # text that does not parse into every entry (a name with ", " in it): read entry by entry
     odd = {"a, b": 1, "n1": 2}
     assert sorted(_metric_pairs(_MetricsMap("Map(a, b -> [1], n1 -> [2])", odd))) == sorted(odd.items())
     assert _metric_pairs(_MetricsMap("Map()", {})) == []
+
+
+class _Handles:
+    """What `round.compute_checkpoints` reads of a run: the session and its cache of JVM handles."""
+
+    def __init__(self, spark, preset: dict):
+        self.spark, self._handles = spark, dict(preset)
+
+    def handle(self, key, build):
+        if key not in self._handles:
+            self._handles[key] = build()
+        return self._handles[key]
+
+
+@pytest.mark.parametrize("start_indices", ["field", "partitions"])
+def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_indices):
+    # the records of every checkpoint of a round, in one Spark job, from its partitions' sizes: also an
+    # empty checkpoint, one of no partitions at all, and one read by another (whose partitions were stored
+    # before the job, by a job of their own)
+    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+    from scopeflow.runtime.round import compute_checkpoints
+
+    checkpoints = Checkpoints(spark)
+    frames = [spark.range(0, 1000, 1, 3), spark.range(0, 0, 1, 2), spark.createDataFrame([], "id long"),
+              spark.range(0, 77, 1, 1), spark.range(0, 500, 1, 4).where("id % 7 = 3")]
+    cks = [checkpoints.make(df) for df in frames]
+    cks.append(checkpoints.make(cks[0].where("id < 10")))
+    assert checkpoint_rdd(cks[0]).count() == 1000  # stored now
+    from scopeflow.runtime.jobs import jobs_in_group
+
+    group = f"count-checkpoints-{start_indices}"
+    spark.sparkContext.setJobGroup(group, "count checkpoints")
+    try:
+        run = _Handles(spark, {} if start_indices == "field" else {"zipped-start-indices": None})
+        got = compute_checkpoints(run, cks)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert got == [1000, 0, 0, 77, len([i for i in range(500) if i % 7 == 3]), 10]
+    assert jobs_in_group(spark, group) == 1
+    assert [checkpoint_rdd(ck).count() for ck in cks] == got  # every one is stored
+    checkpoints.release(cks)
 
 
 def test_a_round_with_more_jobs_than_one_says_which(spark):
