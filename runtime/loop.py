@@ -166,14 +166,17 @@ class LoopExecutor:
         run.checkpoints.release(self.held)
         return self.outputs()
 
-    def plan(self, act: Activation, ahead: bool = False) -> Planned:
+    def plan(self, act: Activation, ahead: bool = False, begun: Optional[list] = None) -> Planned:
         """Build the plans of `act`'s current round: run the generated body, and checkpoint (lazily) what the
-        next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds)."""
+        next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds).
+        `begun` gets the round as soon as it exists (what a failed plan registered can then be released)."""
         run, spec = self.run, self.spec
         started = time.perf_counter()
         if self.narrow_from is not None and act.round > self.first:
             self.narrow, self.narrow_from = narrowing(run, self.narrow_from), None
         rnd = Round(run, spec, act, ahead)
+        if begun is not None:
+            begun.append(rnd)
         run.round_group(spec.scope, act.number, act.round)
         last_fed = dict(act.received)  # the records the previous round fed back (unknown in a fresh first round)
         variables = act.variables
@@ -238,14 +241,14 @@ class LoopExecutor:
         # (after a fresh first round no count is known yet: an incremental epoch's estimate stands in)
         view = evolve(act, round=act.round + 1, variables=planned.fb_ck, seeds={},
                       combined={v: spec.combine[v] for v in planned.fed})
-        known = set(act.states)
+        known, begun = set(act.states), []
         try:
-            ahead = self.plan(view, ahead=True)
+            ahead = self.plan(view, ahead=True, begun=begun)
         except Exception:  # noqa: BLE001 - planned again after the job, where a real failure is told
-            self.forget(known, None)
+            self.forget(known, begun[0] if begun else None)
             return None
         except BaseException:
-            self.forget(known, None)
+            self.forget(known, begun[0] if begun else None)
             raise
         ahead.known = known
         return ahead

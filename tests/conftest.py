@@ -56,6 +56,16 @@ def combine_above(spark):
 
 
 @pytest.fixture
+def plan_ahead(spark):
+    """Set `spark.scopeflow.planAhead` for the runs of one test (each run reads it as it starts)."""
+    def set_to(on) -> None:  # True, False or "auto"
+        spark.conf.set("spark.scopeflow.planAhead", on if isinstance(on, str) else "true" if on else "false")
+
+    yield set_to
+    spark.conf.unset("spark.scopeflow.planAhead")
+
+
+@pytest.fixture
 def session_at(spark):
     """The shared session with other settings for one test (put back after it)."""
     saved = {}

@@ -93,18 +93,16 @@ def test_connected_components_from_the_previous_fixpoint_equal_networkx_after_ev
     assert on.output("components", (int, int)) == off.output("components", (int, int))
 
 
-@pytest.mark.parametrize("plan_ahead", ["auto", "true"])
-def test_sssp_from_the_previous_fixpoint_equals_dijkstra_after_every_wave(spark, tmp_path, incremental, plan_ahead):
+@pytest.mark.parametrize("mode", ["auto", "true"])
+def test_sssp_from_the_previous_fixpoint_equals_dijkstra_after_every_wave(spark, tmp_path, incremental, plan_ahead,
+                                                                          mode):
     """Shortest paths (reduce min over `dist + w`) over six waves of weighted edges, some shorter than the
     paths found before: each incremental epoch equals networkx's Dijkstra over all edges so far. Also with
     `planAhead=true`, which plans an epoch's rounds ahead wherever it may (`auto`, the default, judges by jobs
     of the same run, and each epoch is a run of its own)."""
     incremental("always")
-    spark.conf.set("spark.scopeflow.planAhead", plan_ahead)
-    try:
-        sssp_waves(spark, tmp_path)
-    finally:
-        spark.conf.unset("spark.scopeflow.planAhead")
+    plan_ahead(mode)
+    sssp_waves(spark, tmp_path)
 
 
 def sssp_waves(spark, tmp_path) -> None:

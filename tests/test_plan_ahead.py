@@ -20,16 +20,6 @@ from scopeflow.runtime.errors import RuntimeFailure
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def plan_ahead(spark):
-    """Set `spark.scopeflow.planAhead` for the runs of one test (each run reads it as it starts)."""
-    def set_to(on) -> None:  # True, False or "auto"
-        spark.conf.set("spark.scopeflow.planAhead", on if isinstance(on, str) else "true" if on else "false")
-
-    yield set_to
-    spark.conf.unset("spark.scopeflow.planAhead")
-
-
 def write(tmp_path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
@@ -171,11 +161,13 @@ def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark
                                                                            plan_ahead, monkeypatch):
     # planning ahead fails once, after the round's reduce stepped its state (as a nested loop makes it fail, or
     # anything the body raises): the round is planned again after the previous round's job, and the result is
-    # the same
+    # the same; the checkpoints the failed plan had registered are released
+    from scopeflow.runtime.checkpoints import Checkpoints
+
     edges = chain_of_cliques(6, 3, seed=1)
     write_edges(tmp_path, edges)
-    failed = []
-    count = round_module.Round.count
+    failed, registered, released = [], [], []
+    count, checkpoint, release = round_module.Round.count, round_module.Round.checkpoint, Checkpoints.release
 
     def failing_once(self, df, op, *args, **kwargs):
         if self.ahead and self.index == 4 and not failed and self.states.get(op) is not None:
@@ -183,10 +175,23 @@ def test_a_round_whose_planning_ahead_fails_is_planned_again_after_the_job(spark
             raise RuntimeError("planning failed")
         return count(self, df, op, *args, **kwargs)
 
+    def registering(self, key, df):
+        ck = checkpoint(self, key, df)
+        if self.ahead and self.index == 4 and not failed:
+            registered.append(ck)
+        return ck
+
+    def releasing(self, frames):
+        released.extend(frames)
+        return release(self, frames)
+
     monkeypatch.setattr(round_module.Round, "count", failing_once)
+    monkeypatch.setattr(round_module.Round, "checkpoint", registering)
+    monkeypatch.setattr(Checkpoints, "release", releasing)
     plan_ahead(True)
     job = run_file(example_copy("connected_components.flow"), EDGES, spark=spark)
     assert failed == [4]
+    assert registered and all(any(ck is f for f in released) for ck in registered)
     assert dict(read_output(str(tmp_path / "out/components"), (int, int))) == reference.connected_components(edges)
     rounds = rounds_of(job, "cc")
     assert [r["planned_ahead"] for r in rounds] == [r["round"] not in (0, 4) for r in rounds]
