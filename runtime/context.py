@@ -46,15 +46,16 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # each shuffle stage as its own job) and no broadcast exchange (a job of its own).
 #
 # The record counters (`observe`) must add up every task that fed them. From Spark 4.3 an
-# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A stream
-# read by two shuffle stages has some of its partitions computed by each stage (when the round has
-# more tasks than task slots); its counter then misses the other stage's partitions. So loops sum
-# all tasks, as Spark did before 4.3 (older Sparks ignore the setting). Within a round every
-# partition is computed once: a stream read twice is a checkpoint. A stage re-run (a lost executor)
-# counts some records twice; counters (the report's, the records fed back) can only read high, which
-# never ends a loop early. What ends a loop is exact whatever happens: the records of each round
-# checkpoint are the sizes of its partitions, the results of the round job's tasks
-# (`round.compute_checkpoints`).
+# `observe` counter keeps only the tasks of one stage (the one with the highest RDD id). A round
+# checkpoint read by two shuffle stages has some of its partitions computed by each stage (when the
+# round has more tasks than task slots); a counter in its plan then misses the other stage's
+# partitions. So loops sum all tasks, as Spark did before 4.3 (older Sparks ignore the setting).
+# Within a round every partition is computed once: a stream read twice is a checkpoint. A stage
+# re-run (a lost executor) counts some records twice; counters (the report's, the records fed back to
+# a combined variable) can only read high, never zero where records were. Whether a loop goes on is
+# decided from its checkpoints' records, and those are exact whatever happens: the sizes of their
+# partitions, the results of the round job's tasks (`round.compute_checkpoints`; local and replicated
+# checkpoints).
 #
 # Every checkpoint of a round is an SQL execution of its own, and Spark describes each one for its UI as it
 # starts, in the UI's explain mode: `formatted` (the default) walks the plan to number and list every operator,

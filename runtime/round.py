@@ -164,7 +164,6 @@ class Round:
         if known is None:
             known = self._narrow[id(df)] = df.coalesce(partitions)
             self._alive += [df, known]
-            self.same_rows(known, self.counter_of(df))
         return known
 
     def key_of(self, ck: DataFrame) -> str:
@@ -255,7 +254,7 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
 def partition_starts(run, zipped) -> list[int]:
     """The index of each partition's first record in a `ZippedWithIndexRDD` (its `startIndices`, computed by
     its constructor): read in two JVM calls through the private field, or two per partition through its
-    partitions' `startIndex` if that field is ever renamed."""
+    partitions' `startIndex` if that field is ever renamed or not set."""
     jvm = run.spark._jvm
 
     def field():
@@ -267,10 +266,10 @@ def partition_starts(run, zipped) -> list[int]:
             return None
 
     f = run.handle("zipped-start-indices", field)
-    if f is not None:
-        text = jvm.java.util.Arrays.toString(f.get(zipped))
+    text = jvm.java.util.Arrays.toString(f.get(zipped)) if f is not None else "null"
+    if text != "null":
         return [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
-    return [p.startIndex() for p in zipped.partitions()]
+    return [p.startIndex() for p in zipped.partitions()]  # (computes them, if the field were ever lazy)
 
 
 def tagged_counts(run, frames: list[tuple[str, DataFrame]]) -> dict:
