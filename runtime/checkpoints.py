@@ -79,8 +79,8 @@ class Checkpoints:
         in one process, and a task that needs a block another task is writing waits for it. On a cluster a
         checkpoint whose plan reads another checkpoint of the same round (a loop body reads a `reduce`'s
         new state) would compute that one's partitions a second time on another executor, in the same job:
-        twice the work, counters that count twice, and two copies of a block
-        that Spark keeps only one of, so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND).
+        twice the work, counters that count twice, and two copies of a block that Spark keeps only one of,
+        so a lost executor could lose it (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND).
         There a checkpoint is stored by a job after those it reads; one JVM call per checkpoint finds them
         (its RDD's lineage)."""
         if len(checkpoints) < 2 or not self.counted_by_job or local_slots(master(self.spark) or "") is not None:

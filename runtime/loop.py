@@ -166,17 +166,22 @@ class LoopExecutor:
         run.checkpoints.release(self.held)
         return self.outputs()
 
-    def plan(self, act: Activation, ahead: bool = False, begun: Optional[list] = None) -> Planned:
+    def plan(self, act: Activation, ahead: bool = False) -> Planned:
         """Build the plans of `act`'s current round: run the generated body, and checkpoint (lazily) what the
         next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds).
-        `begun` gets the round as soon as it exists (what a failed plan registered can then be released)."""
-        run, spec = self.run, self.spec
+        A plan that fails releases the checkpoints it had registered."""
         started = time.perf_counter()
+        rnd = Round(self.run, self.spec, act, ahead)
+        try:
+            return self.plan_round(rnd, act, started)
+        except BaseException:
+            self.run.release(rnd.retained())  # (the round does not run: its checkpoints are of no use)
+            raise
+
+    def plan_round(self, rnd: Round, act: Activation, started: float) -> Planned:
+        run, spec = self.run, self.spec
         if self.narrow_from is not None and act.round > self.first:
             self.narrow, self.narrow_from = narrowing(run, self.narrow_from), None
-        rnd = Round(run, spec, act, ahead)
-        if begun is not None:
-            begun.append(rnd)
         run.round_group(spec.scope, act.number, act.round)
         last_fed = dict(act.received)  # the records the previous round fed back (unknown in a fresh first round)
         variables = act.variables
@@ -241,14 +246,14 @@ class LoopExecutor:
         # (after a fresh first round no count is known yet: an incremental epoch's estimate stands in)
         view = evolve(act, round=act.round + 1, variables=planned.fb_ck, seeds={},
                       combined={v: spec.combine[v] for v in planned.fed})
-        known, begun = set(act.states), []
+        known = set(act.states)
         try:
-            ahead = self.plan(view, ahead=True, begun=begun)
+            ahead = self.plan(view, ahead=True)
         except Exception:  # noqa: BLE001 - planned again after the job, where a real failure is told
-            self.forget(known, begun[0] if begun else None)
+            self.forget(known, None)
             return None
         except BaseException:
-            self.forget(known, begun[0] if begun else None)
+            self.forget(known, None)
             raise
         ahead.known = known
         return ahead
@@ -274,7 +279,7 @@ class LoopExecutor:
             else:  # started by the round planned ahead
                 del states[op]
         if rnd is not None:
-            self.run.release(rnd.retained())  # (never computed: only their registrations)
+            self.run.release(rnd.retained())  # (the round does not run: its checkpoints are of no use)
 
     def finish(self, planned: Planned, counts: dict, op_counts: dict):
         """After the round's job: adopt its states, read its counts, run the termination attempt and report the

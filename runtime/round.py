@@ -5,8 +5,7 @@ Everything the round must keep — feedback, emitted records, new `reduce`/`dist
 the `until` stream — is a lazy checkpoint; one action then computes and stores all of them in one Spark job,
 which returns the size of each of their partitions and also fills every record counter (`observe`) in the
 round's plans (on a cluster, a checkpoint the round's other ones read is stored by a job of its own first:
-`Checkpoints.waves`). Lineage is cut every round, so a
-round's cost does not grow with the round count.
+`Checkpoints.waves`). Lineage is cut every round, so a round's cost does not grow with the round count.
 """
 from __future__ import annotations
 

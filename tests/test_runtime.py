@@ -938,6 +938,7 @@ def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_in
     # empty checkpoint, one of no partitions at all, and one read by another (whose partitions were stored
     # before the job, by a job of their own)
     from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+    from scopeflow.runtime.jobs import jobs_in_group
     from scopeflow.runtime.round import compute_checkpoints
 
     checkpoints = Checkpoints(spark)
@@ -946,8 +947,6 @@ def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_in
     cks = [checkpoints.make(df) for df in frames]
     cks.append(checkpoints.make(cks[0].where("id < 10")))
     assert checkpoint_rdd(cks[0]).count() == 1000  # stored now
-    from scopeflow.runtime.jobs import jobs_in_group
-
     group = f"count-checkpoints-{start_indices}"
     spark.sparkContext.setJobGroup(group, "count checkpoints")
     try:
