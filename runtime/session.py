@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 
-from scopeflow.runtime import deployment
+from scopeflow.runtime import deployment, jvmarchive
 from scopeflow.runtime.errors import RuntimeFailure
 
 _LOG4J = """rootLogger.level = error
@@ -101,6 +101,25 @@ def _quiet_log4j() -> str:
     return path
 
 
+@contextlib.contextmanager
+def _jvm_options(archive):
+    """SPARK_SUBMIT_OPTS, the options of the driver JVM spark-submit starts, with the archive's (if any) while
+    the JVM starts; as it was afterwards (the processes a run starts get them their own way)."""
+    if archive is None:
+        yield
+        return
+    saved = os.environ.get("SPARK_SUBMIT_OPTS")
+    # (first: the user's own -Xlog options come after the archive's `-Xlog:disable`)
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [*archive.options(), saved]))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SPARK_SUBMIT_OPTS", None)
+        else:
+            os.environ["SPARK_SUBMIT_OPTS"] = saved
+
+
 def local_defaults() -> dict:
     cores = os.cpu_count() or 2
     return {
@@ -151,9 +170,18 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
     # spark-submit's output)
     starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     log = jvm_log_path() if starts_jvm and not verbose else None
+    archive = jvmarchive.plan(java_executable()) if starts_jvm else None
     try:
         with _jvm_stderr_to(log):
-            spark = builder.getOrCreate()
+            try:
+                with _jvm_options(archive):
+                    spark = builder.getOrCreate()
+            except Exception:
+                if archive is None or archive.record or SparkContext._gateway is not None:
+                    raise
+                archive = archive.rerecorded()  # the JVM did not start with the archive mapped: once more
+                with _jvm_options(archive):
+                    spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not come up: say so plainly
         keep_jvm_log()
         raise RuntimeFailure(f"Spark could not start: {exc}".splitlines()[0],
@@ -161,6 +189,12 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
                                   + (f"; the JVM's output is in {log}" if log else "")) from exc
     if log is not None:
         atexit.register(_discard_jvm_log, log)
+    if archive is not None and not archive.record:
+        archive.mapped(spark.sparkContext._jvm)
+    elif archive is not None:
+        gateway = spark.sparkContext._gateway
+        class_path = spark.sparkContext._jvm.System.getProperty("java.class.path")
+        atexit.register(jvmarchive.finish_recording, archive, getattr(gateway, "proc", None), class_path)
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -1,4 +1,4 @@
-"""Faster JVM start-ups for the test suite (test support only; scopeflow's own runs are untouched).
+"""Faster JVM start-ups for the test suite (test support only).
 
 The suite starts some fifty Spark drivers: the shared test session, and every `scopeflow run`,
 generated script and spark-submit under test, many of them killed and resumed on purpose.  Each spends
@@ -110,6 +110,9 @@ def configure(examples: str) -> None:
 
     pytest-xdist workers inherit the environment of the process that configured it: they take its
     settings as they are, instead of reading its options as their own and training archives again."""
+    # scopeflow's own archive (runtime/jvmarchive.py) stays out of the suite's runs, whatever becomes of the
+    # suite's: tests/test_jvm_archive.py turns it on for its own
+    os.environ.setdefault("SCOPEFLOW_JVM_ARCHIVE", "off")
     inherited = os.environ.get(_STATE)
     if inherited:
         _settings.update(json.loads(inherited))

@@ -1,0 +1,231 @@
+"""A class-data archive for the Spark driver JVM that scopeflow starts: faster starts after the first.
+
+A Spark driver spends several seconds of CPU at start reading, parsing and verifying some 15,000
+classes from Spark's jars. The JVM can map them from an archive instead (Class-Data Sharing,
+`-XX:SharedArchiveFile`). Measured on 2 cores, a `scopeflow run` of the connected-components example:
+13-15 s without, 9.6-11.6 s with (benchmarks/RESULTS.md). Results never change: the same classes
+load, from a file the JVM checks against its own version and class path.
+
+- The first run records which classes its JVM loads (`-XX:DumpLoadedClassList`: no measurable cost,
+  where recording the archive itself as the JVM exits, `-XX:ArchiveClassesAtExit`, made the run ~6 s
+  slower). As that process exits, it starts a helper process and closes the JVM's input (the driver
+  exits on end of input, as always). Once the JVM is gone, the helper, at the lowest CPU priority,
+  archives the listed classes (`-Xshare:dump`, ~30 s of one core, once, with checksums of the archive's
+  regions), maps the archive in a JVM of its own (`-Xshare:on -XX:+VerifySharedSpaces`) and only then
+  moves it into place. A truncated archive crashes the JDK 17 JVM that maps it (SIGBUS), so only a
+  whole, checked archive is ever at its path; what a killed helper leaves, a later run removes.
+- Later runs map it. A JVM that finds it unusable (damaged, another JDK's) starts without it: scopeflow
+  then removes it, and the next run records anew. If the JVM cannot start with it at all, scopeflow removes
+  it and starts the JVM once more, recording.
+- One archive per JDK and Spark installation and user, about 190 MB, in `~/.cache/scopeflow/jvm/`
+  (`$XDG_CACHE_HOME` when set); archives unused for 14 days are removed.
+- `SCOPEFLOW_JVM_ARCHIVE=off` turns it off; so does a SPARK_SUBMIT_OPTS that already sets class-data
+  sharing (`-XX:SharedArchiveFile`, `-XX:ArchiveClassesAtExit`, `-Xshare`), such as the test suite's.
+
+Only the driver JVM of a process that starts one is concerned: not under spark-submit (its JVM is
+already running), not over Spark Connect, not a cluster's executors.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+SWITCH = "SCOPEFLOW_JVM_ARCHIVE"  # "off": no archive
+STALE_DAYS = 14  # an archive unused this long (another Spark, another JDK) is removed
+MIN_FREE_BYTES = 1 << 30  # an archive takes ~190 MB: not on a nearly full disk
+PENDING_SECONDS = 1800  # a class list or archive still being written is older than this only if left behind
+# the JVM prints its own warnings (e.g. "Unable to use shared archive") on stdout, which is the user's
+# output (console sinks): send them to stderr, which scopeflow keeps in its JVM log
+WARNINGS_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+_OWN_OPTIONS = ("SharedArchiveFile", "ArchiveClassesAtExit", "DumpLoadedClassList", "-Xshare")
+# a JVM that crashes writes its report in the temp folder, not in the user's working directory
+_CRASH_REPORT = f"-XX:ErrorFile={os.path.join(tempfile.gettempdir(), 'scopeflow-jvm-crash-%p.log')}"
+_PENDING = ".tmp-"  # `<archive>.tmp-<pid>`: being written for process <pid>
+
+
+class Archive:
+    """What this process does about the archive of the JVM it is about to start."""
+
+    def __init__(self, path: str, java: str, record: bool):
+        self.path = path
+        self.java = java
+        self.record = record  # no archive yet: record one as this process exits
+        self.pending = f"{path}{_PENDING}{os.getpid()}"
+
+    @property
+    def classes(self) -> str:
+        """The list of the classes the recording JVM loads (`-XX:DumpLoadedClassList`)."""
+        return f"{self.pending}.classes"
+
+    def options(self) -> list[str]:
+        flags = ([f"-XX:DumpLoadedClassList={self.classes}"] if self.record
+                 else [f"-XX:SharedArchiveFile={self.path}"])
+        return [*flags, *WARNINGS_TO_STDERR, _CRASH_REPORT]
+
+    def mapped(self, jvm) -> bool:
+        """Did JVM `jvm` (py4j's view of the driver started with `options()`) map the archive? A JVM that finds it
+        unusable (damaged, of another JDK) starts without class-data sharing, silently: then the archive is
+        removed, and the next run records a new one."""
+        try:
+            bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+                jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+            mapped = bean.getVMOption("UseSharedSpaces").getValue() == "true"
+        except Exception:  # noqa: BLE001 - (not a HotSpot JVM: nothing to say either way)
+            return True
+        if not mapped:
+            _remove(self.path)
+        return mapped
+
+    def rerecorded(self) -> "Archive":
+        """The JVM did not start with the archive mapped: remove it, and record a new one instead."""
+        _remove(self.path)
+        return Archive(self.path, self.java, record=True)
+
+
+def plan(java: Optional[str]) -> Optional[Archive]:
+    """The archive for a driver JVM this process starts with `java`: None when off, or when the JVM's
+    options already say something about class-data sharing."""
+    if java is None or os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    if any(opt in os.environ.get("SPARK_SUBMIT_OPTS", "") for opt in _OWN_OPTIONS):
+        return None
+    try:
+        path = archive_path(java)
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        _prune(folder, path)
+        if os.path.exists(path):
+            os.utime(path)  # (in use: not stale)
+            return Archive(path, java, record=False)
+        if shutil.disk_usage(folder).free < MIN_FREE_BYTES:
+            return None
+    except OSError:  # no cache folder we can write: start the usual way
+        return None
+    return Archive(path, java, record=True)
+
+
+def archive_path(java: str) -> str:
+    """One archive per JDK and Spark installation: the JVM only maps an archive of its own version and
+    class path, and checks each jar's size and time."""
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    real = os.path.realpath(java)
+    st = os.stat(real)
+    stamps = [f"{real} {st.st_size} {st.st_mtime_ns}", jars]
+    for name in sorted(os.listdir(jars)):
+        jst = os.stat(os.path.join(jars, name))
+        stamps.append(f"{name} {jst.st_size} {jst.st_mtime_ns}")
+    key = hashlib.sha256("\n".join(stamps).encode()).hexdigest()[:16]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "scopeflow", "jvm", f"{key}.jsa")
+
+
+def finish_recording(archive: Archive, proc, class_path: str) -> None:
+    """At the exit of the process that started JVM `proc` recording `archive`'s class list: hand the rest to a
+    helper process of its own (`complete`), and end the JVM. This process exits at once."""
+    if proc is None or proc.poll() is not None:  # (not ours to end, or gone already)
+        return
+    try:
+        subprocess.Popen([sys.executable, "-m", "scopeflow.runtime.jvmarchive", str(proc.pid), archive.classes,
+                          archive.pending, archive.path, archive.java, class_path],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)  # (outlives this process, and a Ctrl-C in its terminal)
+        print("scopeflow: saving Spark's classes in the background, for faster starts (once; "
+              f"{SWITCH}=off turns it off)", file=sys.stderr, flush=True)
+    except OSError:
+        return  # (no helper: a later run removes the class list)
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the driver exits on end of input, as it does when this process ends
+
+
+def complete(jvm_pid: int, classes: str, pending: str, path: str, java: str, class_path: str,
+             timeout: float = 900) -> bool:
+    """Once JVM `jvm_pid` is gone: archive the classes it listed at `classes` (into `pending`), check the
+    archive and move it to `path`. True when the archive is in place."""
+    try:
+        deadline = time.monotonic() + timeout
+        while _alive(jvm_pid):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        if not _lists_spark(classes):  # (a list cut short before Spark started: an archive of no use)
+            return False
+        dump = subprocess.run([java, "-Xshare:dump", f"-XX:SharedClassListFile={classes}",
+                               f"-XX:SharedArchiveFile={pending}", "-XX:+VerifySharedSpaces", *WARNINGS_TO_STDERR,
+                               _CRASH_REPORT, "-cp", class_path], capture_output=True,
+                              timeout=max(1.0, deadline - time.monotonic()))
+        if dump.returncode != 0 or not os.path.exists(pending) or not check(java, pending, class_path):
+            return False
+        os.replace(pending, path)
+        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        _remove(pending)
+        _remove(classes)
+
+
+def _lists_spark(classes: str) -> bool:
+    try:
+        with open(classes, encoding="utf-8", errors="replace") as fh:
+            return any(line.split(" ", 1)[0].strip() == "org/apache/spark/SparkContext" for line in fh)
+    except OSError:
+        return False
+
+
+def check(java: str, path: str, class_path: str) -> bool:
+    """Does a JVM start with the archive mapped, every region of it whole (its checksums)? In a process of
+    its own: a damaged archive can crash the JVM that maps it."""
+    try:
+        done = subprocess.run([java, f"-XX:SharedArchiveFile={path}", "-Xshare:on", "-XX:+VerifySharedSpaces",
+                               *WARNINGS_TO_STDERR, _CRASH_REPORT, "-cp", class_path, "-version"],
+                              capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _prune(folder: str, keep: str) -> None:
+    """Remove archives unused for STALE_DAYS, and what JVMs killed while writing left half written."""
+    now = time.time()
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        try:
+            if _PENDING in name:
+                if now - os.stat(path).st_mtime > PENDING_SECONDS:
+                    _remove(path)
+            elif path != keep and name.endswith(".jsa") and now - os.stat(path).st_atime > STALE_DAYS * 86400:
+                _remove(path)
+        except OSError:  # removed by another run first: nothing to do
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":  # the helper `finish_recording` starts: in the background, below the user's runs
+    os.nice(19)
+    _pid, _classes, _pending, _path, _java, _class_path = sys.argv[1:7]
+    sys.exit(0 if complete(int(_pid), _classes, _pending, _path, _java, _class_path) else 1)

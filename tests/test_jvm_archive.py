@@ -1,0 +1,134 @@
+"""The driver JVM's class-data archive (runtime/jvmarchive.py), with real `scopeflow run`s.
+
+The suite's own JVMs map the suite's archive (tests/fast_jvm.py), which turns scopeflow's off: these runs
+start from the user's environment, with a cache folder of their own."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import fast_jvm
+import reference
+from conftest import EXAMPLES, read_output
+
+pytestmark = pytest.mark.spark
+
+
+def _env(tmp_path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "SCOPEFLOW_JVM_ARCHIVE")}
+    original = fast_jvm._settings.get("original")  # (SPARK_SUBMIT_OPTS as the suite found it)
+    if original:
+        env["SPARK_SUBMIT_OPTS"] = original
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env.update(extra)
+    return env
+
+
+def _run(tmp_path, env, name: str):
+    work = tmp_path / name
+    shutil.copytree(os.path.join(EXAMPLES, "data"), work / "data")
+    shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), work)
+    done = subprocess.run([sys.executable, "-m", "scopeflow.cli", "run", "connected_components.flow", "--quiet"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "graph.csv"), (int, int))
+    got = dict(read_output(str(work / "out" / "components"), (int, int)))
+    assert got == reference.connected_components(edges)
+    assert not glob.glob(str(work / "hs_err_pid*.log"))  # (a JVM crash never writes into the user's folder)
+    return done
+
+
+def _folder(tmp_path) -> str:
+    return str(tmp_path / "cache" / "scopeflow" / "jvm")
+
+
+def _recorded(tmp_path) -> str:
+    """The archive, once the helper a recording run started has put it in place (it writes in the background,
+    after the run's exit)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        names = os.listdir(_folder(tmp_path))
+        if len(names) == 1 and names[0].endswith(".jsa"):  # (in place, and no half-written file left)
+            return os.path.join(_folder(tmp_path), names[0])
+        time.sleep(0.5)
+    pytest.fail(f"no archive in place after 300 s: {os.listdir(_folder(tmp_path))}")
+
+
+def _maps(tmp_path, env, name: str):
+    """A run whose JVM loads Spark's classes from the archive (the JDK's own archive holds none of them)."""
+    loaded = tmp_path / f"{name}-class-load.txt"
+    done = _run(tmp_path, dict(env, SPARK_SUBMIT_OPTS=f"-Xlog:class+load=info:file={loaded}"), name)
+    assert "saving" not in done.stderr
+    spark_classes = [line for line in loaded.read_text().splitlines() if " org.apache.spark.SparkContext " in line]
+    assert spark_classes and spark_classes[0].endswith("source: shared objects file"), spark_classes
+
+
+@pytest.mark.soak  # (four runs, and two archives written in the background: ~2.5 minutes)
+def test_a_first_run_records_the_archive_and_later_runs_map_it(tmp_path):
+    env = _env(tmp_path)
+    first = _run(tmp_path, env, "first")
+    assert "saving Spark's classes" in first.stderr
+    archive = _recorded(tmp_path)
+    size = os.path.getsize(archive)
+    assert size > 10_000_000
+
+    _maps(tmp_path, env, "second")
+    assert _recorded(tmp_path) == archive
+
+    # a damaged archive: the run goes on without it, and removes it; the next run records a new one
+    os.chmod(archive, 0o600)
+    with open(archive, "r+b") as fh:
+        fh.truncate(size // 2)
+    third = _run(tmp_path, env, "third")
+    assert "saving" not in third.stderr
+    assert not os.listdir(_folder(tmp_path))
+    fourth = _run(tmp_path, env, "fourth")
+    assert "saving Spark's classes" in fourth.stderr
+    assert _recorded(tmp_path) == archive and os.path.getsize(archive) > size // 2  # (a whole one again)
+
+
+def test_only_a_whole_archive_of_spark_s_classes_is_moved_into_place(tmp_path, spark):
+    """The helper's checks: a damaged archive does not map, and a class list cut short before Spark's classes
+    (its JVM killed early) makes no archive."""
+    from scopeflow.runtime import jvmarchive
+    from scopeflow.runtime.session import java_executable
+
+    java = java_executable()
+    # (the class path of a driver pyspark starts: the shared session's is the same as a `scopeflow run`'s)
+    class_path = spark.sparkContext._jvm.System.getProperty("java.class.path")
+    _run(tmp_path, _env(tmp_path), "first")
+    archive = _recorded(tmp_path)
+    assert jvmarchive.check(java, archive, class_path)
+    damaged = str(tmp_path / "damaged.jsa")
+    shutil.copy(archive, damaged)
+    os.chmod(damaged, 0o600)
+    with open(damaged, "r+b") as fh:
+        fh.truncate(os.path.getsize(damaged) * 3 // 4)
+    here = set(os.listdir("."))
+    assert not jvmarchive.check(java, damaged, class_path)
+    assert not [name for name in set(os.listdir(".")) - here if name.startswith("hs_err")]
+
+    classes, pending, path = (str(tmp_path / name) for name in ("short.classes", "short.pending", "short.jsa"))
+    with open(classes, "w") as fh:  # the first classes any JVM loads, and no more
+        fh.write("java/lang/Object id: 0\njava/lang/String id: 1\n")
+    # (the JVM that wrote the list has ended)
+    assert not jvmarchive.complete(_ended_pid(), classes, pending, path, java, class_path, timeout=60)
+    assert not any(os.path.exists(p) for p in (classes, pending, path))
+
+
+def _ended_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_off_switch_records_nothing(tmp_path):
+    done = _run(tmp_path, _env(tmp_path, SCOPEFLOW_JVM_ARCHIVE="off"), "off")
+    assert "saving" not in done.stderr
+    assert not os.path.exists(_folder(tmp_path)) or not os.listdir(_folder(tmp_path))
