@@ -12,15 +12,20 @@ load, from a file the JVM checks against its own version and class path.
   exits on end of input, as always). Once the JVM is gone, the helper, at the lowest CPU priority,
   archives the listed classes (`-Xshare:dump`, ~30 s of one core, once, with checksums of the archive's
   regions), maps the archive in a JVM of its own (`-Xshare:on -XX:+VerifySharedSpaces`) and only then
-  moves it into place. A truncated archive crashes the JDK 17 JVM that maps it (SIGBUS), so only a
-  whole, checked archive is ever at its path; what a killed helper leaves, a later run removes.
-- Later runs map it. A JVM that finds it unusable (damaged, another JDK's) starts without it: scopeflow
-  then removes it, and the next run records anew. If the JVM cannot start with it at all, scopeflow removes
-  it and starts the JVM once more, recording.
+  moves it into place. (A truncated *dynamic* archive crashed the JDK 17 JVM that mapped it, SIGBUS; a
+  truncated static one is refused. Either way, only a whole, checked archive is ever at its path; what a
+  killed helper leaves, a later run removes.)
+- Later runs map it. A JVM that finds it unusable (damaged; settings it does not match, such as a heap of
+  32 GB or more without compressed pointers) starts without it: scopeflow then removes it. If the JVM
+  cannot start with the options at all, scopeflow starts it once more without them.
+- Where an archive could not be made or was refused, a `<archive>.failed` note stops new recordings for
+  FAILED_SECONDS (a day): no run pays for recording again and again what cannot be used.
 - One archive per JDK and Spark installation and user, about 190 MB, in `~/.cache/scopeflow/jvm/`
   (`$XDG_CACHE_HOME` when set); archives unused for 14 days are removed.
-- `SCOPEFLOW_JVM_ARCHIVE=off` turns it off; so does a SPARK_SUBMIT_OPTS that already sets class-data
-  sharing (`-XX:SharedArchiveFile`, `-XX:ArchiveClassesAtExit`, `-Xshare`), such as the test suite's.
+- `SCOPEFLOW_JVM_ARCHIVE=off` turns it off; so does a SPARK_SUBMIT_OPTS or `spark.driver.extraJavaOptions`
+  that already sets class-data sharing (`-XX:SharedArchiveFile`, `-XX:ArchiveClassesAtExit`,
+  `-XX:DumpLoadedClassList`, `-Xshare`), such as the test suite's, and a cache path with spaces or quotes
+  (SPARK_SUBMIT_OPTS is split on them).
 
 Only the driver JVM of a process that starts one is concerned: not under spark-submit (its JVM is
 already running), not over Spark Connect, not a cluster's executors.
@@ -39,13 +44,15 @@ from typing import Optional
 SWITCH = "SCOPEFLOW_JVM_ARCHIVE"  # "off": no archive
 STALE_DAYS = 14  # an archive unused this long (another Spark, another JDK) is removed
 MIN_FREE_BYTES = 1 << 30  # an archive takes ~190 MB: not on a nearly full disk
+FAILED_SECONDS = 86400  # after a failed or refused archive, no recording for this long
 PENDING_SECONDS = 1800  # a class list or archive still being written is older than this only if left behind
 # the JVM prints its own warnings (e.g. "Unable to use shared archive") on stdout, which is the user's
 # output (console sinks): send them to stderr, which scopeflow keeps in its JVM log
-WARNINGS_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+WARNINGS_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr", "-XX:+DisplayVMOutputToStderr"]
 _OWN_OPTIONS = ("SharedArchiveFile", "ArchiveClassesAtExit", "DumpLoadedClassList", "-Xshare")
 # a JVM that crashes writes its report in the temp folder, not in the user's working directory
 _CRASH_REPORT = f"-XX:ErrorFile={os.path.join(tempfile.gettempdir(), 'scopeflow-jvm-crash-%p.log')}"
+_FAILED = ".failed"  # `<archive>.failed`: the last archive could not be made or was refused (`FAILED_SECONDS`)
 _PENDING = ".tmp-"  # `<archive>.tmp-<pid>`: being written for process <pid>
 
 
@@ -80,34 +87,55 @@ class Archive:
             return True
         if not mapped:
             _remove(self.path)
+            _note_failure(self.path)
         return mapped
 
-    def rerecorded(self) -> "Archive":
-        """The JVM did not start with the archive mapped: remove it, and record a new one instead."""
-        _remove(self.path)
-        return Archive(self.path, self.java, record=True)
+    def refused(self) -> None:
+        """The JVM did not start with the archive's options, and did without them: an archive it mapped goes."""
+        if not self.record:
+            _remove(self.path)
+        _note_failure(self.path)
 
 
-def plan(java: Optional[str]) -> Optional[Archive]:
-    """The archive for a driver JVM this process starts with `java`: None when off, or when the JVM's
-    options already say something about class-data sharing."""
+def plan(java: Optional[str], java_options: str = "") -> Optional[Archive]:
+    """The archive for a driver JVM this process starts with `java` (and `spark.driver.extraJavaOptions`
+    `java_options`): None when off, or when the JVM's options already say something about class-data
+    sharing."""
     if java is None or os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
         return None
-    if any(opt in os.environ.get("SPARK_SUBMIT_OPTS", "") for opt in _OWN_OPTIONS):
+    if any(opt in f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {java_options}" for opt in _OWN_OPTIONS):
         return None
     try:
         path = archive_path(java)
+        if any(c.isspace() or c in "\"'\\" for c in path + _CRASH_REPORT):  # (options split on them)
+            return None
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
         _prune(folder, path)
         if os.path.exists(path):
             os.utime(path)  # (in use: not stale)
             return Archive(path, java, record=False)
-        if shutil.disk_usage(folder).free < MIN_FREE_BYTES:
+        if (not os.access(folder, os.W_OK) or shutil.disk_usage(folder).free < MIN_FREE_BYTES
+                or _failed_lately(path)):
             return None
     except OSError:  # no cache folder we can write: start the usual way
         return None
     return Archive(path, java, record=True)
+
+
+def _failed_lately(path: str) -> bool:
+    try:
+        return time.time() - os.stat(path + _FAILED).st_mtime < FAILED_SECONDS
+    except OSError:
+        return False
+
+
+def _note_failure(path: str) -> None:
+    try:
+        with open(path + _FAILED, "w", encoding="utf-8") as fh:
+            fh.write(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+    except OSError:
+        pass
 
 
 def archive_path(java: str) -> str:
@@ -131,6 +159,9 @@ def finish_recording(archive: Archive, proc, class_path: str) -> None:
     """At the exit of the process that started JVM `proc` recording `archive`'s class list: hand the rest to a
     helper process of its own (`complete`), and end the JVM. This process exits at once."""
     if proc is None or proc.poll() is not None:  # (not ours to end, or gone already)
+        return
+    if not os.path.exists(archive.classes):  # (the JVM could not write its list: nothing to archive)
+        _note_failure(archive.path)
         return
     try:
         subprocess.Popen([sys.executable, "-m", "scopeflow.runtime.jvmarchive", str(proc.pid), archive.classes,
@@ -163,6 +194,7 @@ def complete(jvm_pid: int, classes: str, pending: str, path: str, java: str, cla
                                _CRASH_REPORT, "-cp", class_path], capture_output=True,
                               timeout=max(1.0, deadline - time.monotonic()))
         if dump.returncode != 0 or not os.path.exists(pending) or not check(java, pending, class_path):
+            _note_failure(path)
             return False
         os.replace(pending, path)
         return True
@@ -200,7 +232,9 @@ def _prune(folder: str, keep: str) -> None:
         path = os.path.join(folder, name)
         try:
             if _PENDING in name:
-                if now - os.stat(path).st_mtime > PENDING_SECONDS:
+                pid = name.rsplit(_PENDING, 1)[1].split(".", 1)[0]
+                live = pid.isdigit() and _alive(int(pid))  # (a long run's list, waiting for its exit)
+                if not live and now - os.stat(path).st_mtime > PENDING_SECONDS:
                     _remove(path)
             elif path != keep and name.endswith(".jsa") and now - os.stat(path).st_atime > STALE_DAYS * 86400:
                 _remove(path)

@@ -170,18 +170,19 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
     # spark-submit's output)
     starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     log = jvm_log_path() if starts_jvm and not verbose else None
-    archive = jvmarchive.plan(java_executable()) if starts_jvm else None
+    archive = jvmarchive.plan(java_executable(), settings.get("spark.driver.extraJavaOptions", "")) \
+        if starts_jvm else None
     try:
         with _jvm_stderr_to(log):
             try:
                 with _jvm_options(archive):
                     spark = builder.getOrCreate()
             except Exception:
-                if archive is None or archive.record or SparkContext._gateway is not None:
+                if archive is None or SparkContext._gateway is not None:
                     raise
-                archive = archive.rerecorded()  # the JVM did not start with the archive mapped: once more
-                with _jvm_options(archive):
-                    spark = builder.getOrCreate()
+                spark = builder.getOrCreate()  # once more without the archive's options: a start that fails
+                archive.refused()  # again fails for its own reasons, and leaves the archive be
+                archive = None
     except Exception as exc:  # the JVM did not come up: say so plainly
         keep_jvm_log()
         raise RuntimeFailure(f"Spark could not start: {exc}".splitlines()[0],
@@ -189,6 +190,8 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
                                   + (f"; the JVM's output is in {log}" if log else "")) from exc
     if log is not None:
         atexit.register(_discard_jvm_log, log)
+    if archive is not None and deployment.is_connect(spark):  # (SPARK_REMOTE: no JVM of ours after all)
+        archive = None
     if archive is not None and not archive.record:
         archive.mapped(spark.sparkContext._jvm)
     elif archive is not None:

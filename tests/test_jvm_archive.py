@@ -81,16 +81,50 @@ def test_a_first_run_records_the_archive_and_later_runs_map_it(tmp_path):
     _maps(tmp_path, env, "second")
     assert _recorded(tmp_path) == archive
 
-    # a damaged archive: the run goes on without it, and removes it; the next run records a new one
+    # a damaged archive: the run goes on without it, removes it, and notes the failure; for a while no run
+    # records again (what a JVM refuses once, such as a heap of 32 GB or more, it refuses every time)
     os.chmod(archive, 0o600)
     with open(archive, "r+b") as fh:
         fh.truncate(size // 2)
     third = _run(tmp_path, env, "third")
     assert "saving" not in third.stderr
-    assert not os.listdir(_folder(tmp_path))
+    assert not os.path.exists(archive) and os.path.exists(archive + ".failed")
     fourth = _run(tmp_path, env, "fourth")
-    assert "saving Spark's classes" in fourth.stderr
-    assert _recorded(tmp_path) == archive and os.path.getsize(archive) > size // 2  # (a whole one again)
+    assert "saving" not in fourth.stderr
+    assert os.listdir(_folder(tmp_path)) == [os.path.basename(archive) + ".failed"]
+
+
+def test_when_scopeflow_records_maps_or_leaves_the_archive_alone(tmp_path, monkeypatch):
+    from scopeflow.runtime import jvmarchive
+    from scopeflow.runtime.session import java_executable
+
+    java = java_executable()
+    for name in ("SPARK_SUBMIT_OPTS", "SCOPEFLOW_JVM_ARCHIVE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = jvmarchive.plan(java)
+    assert first is not None and first.record
+    assert any(o.startswith("-XX:DumpLoadedClassList=") for o in first.options())
+    path = first.path
+    assert jvmarchive.plan(java, "-Xshare:off") is None  # (spark.driver.extraJavaOptions)
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xmx1g -XX:SharedArchiveFile=/elsewhere.jsa")
+    assert jvmarchive.plan(java) is None
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    monkeypatch.setenv("SCOPEFLOW_JVM_ARCHIVE", "off")
+    assert jvmarchive.plan(java) is None
+    monkeypatch.delenv("SCOPEFLOW_JVM_ARCHIVE")
+
+    with open(path, "wb") as fh:  # an archive in place: mapped
+        fh.write(b"x")
+    mapped = jvmarchive.plan(java)
+    assert not mapped.record and f"-XX:SharedArchiveFile={path}" in mapped.options()
+    mapped.refused()  # a JVM that could not start with it: it goes, and no run records for a while
+    assert not os.path.exists(path) and jvmarchive.plan(java) is None
+    os.utime(path + ".failed", (0, 0))  # (a day later)
+    assert jvmarchive.plan(java).record
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "my cache"))  # (SPARK_SUBMIT_OPTS splits on spaces)
+    assert jvmarchive.plan(java) is None
 
 
 def test_only_a_whole_archive_of_spark_s_classes_is_moved_into_place(tmp_path, spark):
@@ -110,16 +144,15 @@ def test_only_a_whole_archive_of_spark_s_classes_is_moved_into_place(tmp_path, s
     os.chmod(damaged, 0o600)
     with open(damaged, "r+b") as fh:
         fh.truncate(os.path.getsize(damaged) * 3 // 4)
-    here = set(os.listdir("."))
     assert not jvmarchive.check(java, damaged, class_path)
-    assert not [name for name in set(os.listdir(".")) - here if name.startswith("hs_err")]
 
     classes, pending, path = (str(tmp_path / name) for name in ("short.classes", "short.pending", "short.jsa"))
     with open(classes, "w") as fh:  # the first classes any JVM loads, and no more
         fh.write("java/lang/Object id: 0\njava/lang/String id: 1\n")
     # (the JVM that wrote the list has ended)
     assert not jvmarchive.complete(_ended_pid(), classes, pending, path, java, class_path, timeout=60)
-    assert not any(os.path.exists(p) for p in (classes, pending, path))
+    assert not os.path.exists(path) and not os.path.exists(classes)
+    assert not os.path.exists(path + ".failed")  # (a run killed early: the next one records, as usual)
 
 
 def _ended_pid() -> int:
