@@ -41,6 +41,8 @@ import tempfile
 import time
 from typing import Optional
 
+from scopeflow.runtime.cluster import alive
+
 SWITCH = "SCOPEFLOW_JVM_ARCHIVE"  # "off": no archive
 STALE_DAYS = 14  # an archive unused this long (another Spark, another JDK) is removed
 MIN_FREE_BYTES = 1 << 30  # an archive takes ~190 MB: not on a nearly full disk
@@ -75,20 +77,19 @@ class Archive:
                  else [f"-XX:SharedArchiveFile={self.path}"])
         return [*flags, *WARNINGS_TO_STDERR, _CRASH_REPORT]
 
-    def mapped(self, jvm) -> bool:
+    def check_mapped(self, jvm) -> None:
         """Did JVM `jvm` (py4j's view of the driver started with `options()`) map the archive? A JVM that finds it
-        unusable (damaged, of another JDK) starts without class-data sharing, silently: then the archive is
-        removed, and the next run records a new one."""
+        unusable (damaged, settings it does not match) starts without class-data sharing, silently: then the
+        archive is removed, and its failure noted (`FAILED_SECONDS`)."""
         try:
             bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
                 jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
             mapped = bean.getVMOption("UseSharedSpaces").getValue() == "true"
         except Exception:  # noqa: BLE001 - (not a HotSpot JVM: nothing to say either way)
-            return True
+            return
         if not mapped:
             _remove(self.path)
             _note_failure(self.path)
-        return mapped
 
     def refused(self) -> None:
         """The JVM did not start with the archive's options, and did without them: an archive it mapped goes."""
@@ -183,7 +184,7 @@ def complete(jvm_pid: int, classes: str, pending: str, path: str, java: str, cla
     archive and move it to `path`. True when the archive is in place."""
     try:
         deadline = time.monotonic() + timeout
-        while _alive(jvm_pid):
+        while alive(jvm_pid):  # (a zombie is gone: its archive is written)
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
@@ -233,23 +234,13 @@ def _prune(folder: str, keep: str) -> None:
         try:
             if _PENDING in name:
                 pid = name.rsplit(_PENDING, 1)[1].split(".", 1)[0]
-                live = pid.isdigit() and _alive(int(pid))  # (a long run's list, waiting for its exit)
+                live = pid.isdigit() and alive(int(pid))  # (a long run's list, waiting for its exit)
                 if not live and now - os.stat(path).st_mtime > PENDING_SECONDS:
                     _remove(path)
             elif path != keep and name.endswith(".jsa") and now - os.stat(path).st_atime > STALE_DAYS * 86400:
                 _remove(path)
         except OSError:  # removed by another run first: nothing to do
             pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove(path: str) -> None:

@@ -180,8 +180,10 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
             except Exception:
                 if archive is None or SparkContext._gateway is not None:
                     raise
-                spark = builder.getOrCreate()  # once more without the archive's options: a start that fails
-                archive.refused()  # again fails for its own reasons, and leaves the archive be
+                # once more without the archive's options: a start that fails again fails for its own reasons
+                # (and leaves the archive be); one that succeeds tells the options were the trouble
+                spark = builder.getOrCreate()
+                archive.refused()
                 archive = None
     except Exception as exc:  # the JVM did not come up: say so plainly
         keep_jvm_log()
@@ -193,7 +195,7 @@ def build_session(app: str, master: str | None = None, remote: str | None = None
     if archive is not None and deployment.is_connect(spark):  # (SPARK_REMOTE: no JVM of ours after all)
         archive = None
     if archive is not None and not archive.record:
-        archive.mapped(spark.sparkContext._jvm)
+        archive.check_mapped(spark.sparkContext._jvm)
     elif archive is not None:
         gateway = spark.sparkContext._gateway
         class_path = spark.sparkContext._jvm.System.getProperty("java.class.path")
