@@ -465,6 +465,8 @@ class Codegen:
                 f"        sources={_py(list(s.sources))},",
                 f"        states={_py(list(s.states))},",
                 f"        growing={_py(list(s.growing))},",
+                *([f"        guards={_py([list(g) for g in s.guards])},"] if s.guards else []),
+                *([f"        wraps={_py(s.wraps)},"] if s.wraps else []),
                 "    ),"]
 
 

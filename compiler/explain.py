@@ -1,7 +1,7 @@
 """`scopeflow explain`: the plan as text (scope tree, operators with schemas, chains, edges)."""
 from __future__ import annotations
 
-from scopeflow.compiler.incremental import loop_strategies, seed_text
+from scopeflow.compiler.incremental import guard_text, loop_strategies, seed_text
 from scopeflow.compiler.plan import Plan
 
 
@@ -30,7 +30,8 @@ def explain(plan: Plan) -> str:
         out += ["", "loops across epochs:"]
         for sid, s in strategies.items():
             out.append(f"  {sid}: {s.name}")
-            lines = [s.summary, *(seed_text(plan, x) for x in s.seeds)] if s.incremental else s.reasons
+            lines = [s.summary, *(seed_text(plan, x) for x in s.seeds), *filter(None, [guard_text(plan, s)])] \
+                if s.incremental else s.reasons
             out += [f"    - {line}" for line in lines]
     out += ["", "sinks:"]
     for sink in plan.sinks:

@@ -70,6 +70,12 @@ class Strategy:
     states: tuple[str, ...] = ()  # its reduce and distinct operators: their states carry over epochs
     summary: str = ""  # what makes it incremental
     growing: tuple[str, ...] = ()  # the variables whose entries grow with a stream (the others bring nothing new)
+    # (reduce, column): `double` values a `min` keeps that reach `+`/`-`: an epoch is exact only while none of them
+    # holds -Infinity (`_infinities`); the runtime checks after every epoch and recomputes when one does
+    guards: tuple[tuple[str, str], ...] = ()
+    # arithmetic of `int`s/`long`s on a value a `min`/`max` keeps (`_wraps`): with `spark.sql.ansi.enabled=false` an
+    # overflow wraps around instead of failing, which keeps no order, and the runtime recomputes the loop
+    wraps: str = ""
 
     @property
     def name(self) -> str:
@@ -132,7 +138,14 @@ def _strategy(plan: Plan, scope: Scope, growth: dict) -> Strategy:
             reasons.append(f"{what}: {problem}")
     seeds, problems = _seeds(plan, scope, grows)
     reasons += problems
-    reasons += _order_problems(plan, scope)
+    problems, trends = _order_problems(plan, scope)
+    reasons += problems
+    guards: tuple = ()
+    wraps = ""
+    if not reasons:
+        guards, problems = _infinities(plan, scope, trends)
+        reasons += problems
+        wraps = _wraps(plan, scope, trends)
     states = tuple(n.id for n in nodes if isinstance(n, (ops.Reduce, ops.Distinct)))
     if reasons:
         return Strategy(scope.id, False, tuple(dict.fromkeys(reasons)))
@@ -142,7 +155,7 @@ def _strategy(plan: Plan, scope: Scope, growth: dict) -> Strategy:
                "previous epoch's fixpoint and pushes only what the new records change")
     growing = tuple(plan.nodes[v].var for v in scope.vars if grows.get(v))
     return Strategy(scope.id, True, (), tuple(seeds), tuple(sorted(streams)), tuple(sorted(sources)), states,
-                    summary, growing)
+                    summary, growing, guards, wraps)
 
 
 def _state_kind(node: ops.Operator) -> str:
@@ -161,6 +174,15 @@ def seed_text(plan: Plan, seed: Seed) -> str:
         met = f"every record `{var.name}` held (its entries so far" + \
               "".join(f", the state of `{plan.nodes[s].label()}`" for s in seed.states) + ")"
     return f"new records of import `{seed.imported}` meet {met} at the join{_at(join)}"
+
+
+def guard_text(plan: Plan, strategy: Strategy) -> Optional[str]:
+    """What an incremental epoch checks for -Infinity (explain), or None."""
+    if not strategy.guards:
+        return None
+    held = ", ".join(f"`{column}` of {_named(plan.nodes[op])}" for op, column in strategy.guards)
+    return (f"{held} must hold no -Infinity: `-Infinity + Infinity` is NaN, which Spark orders above every number, "
+            "so an epoch that leaves it runs the loop again from nothing, and the epochs after it recompute")
 
 
 def _at(node: ops.Operator) -> str:
@@ -333,7 +355,7 @@ def _history(plan: Plan, scope: Scope, node: ops.Operator) -> Optional[dict]:
 # ---- values that must keep their order ---------------------------------------------------------------------
 
 
-def _order_problems(plan: Plan, scope: Scope) -> list[str]:
+def _order_problems(plan: Plan, scope: Scope) -> tuple[list[str], dict]:
     """Follow every value a `min`/`max` reduce keeps through the body: it must reach the feedback through
     functions that keep its order (`low`: smaller is better, `high`: larger), and must not decide which records
     pass, meet or count as distinct. Passes until the trends settle: a variable's values come from what the
@@ -352,7 +374,7 @@ def _order_problems(plan: Plan, scope: Scope) -> list[str]:
                 trends[nid] = {}
         if trends == before:
             break
-    return list(problems)
+    return list(problems), trends
 
 
 def _node_trends(plan: Plan, scope: Scope, node: ops.Operator, trends: dict) -> dict:
@@ -512,3 +534,132 @@ def _check_filter(cond: TExpr, cols: dict) -> None:
         if (left in (None, "low")) and (right in (None, "high")):
             return
     raise _NotMonotone(f"`{expr_text(cond)}` could drop a better value where it kept a worse one")
+
+
+# ---- infinities: where `+` of `double`s stops keeping the order ----------------------------------------------
+
+ARITHMETIC = {"+", "-", "*", "/"}  # on `double`s: may overflow to an infinity (`*`, `/`: by a positive literal)
+NAN_MAKERS = {"+", "-"}  # `-Infinity + Infinity` and `Infinity - Infinity` are NaN
+
+
+def _infinities(plan: Plan, scope: Scope, trends: dict) -> tuple[tuple, list[str]]:
+    """Where the functions the order rule accepts stop keeping the order: `x + w` of `double`s is NaN for
+    `x = -Infinity` and `w = Infinity`, and Spark orders NaN above every number, so -Infinity, the best value a
+    `min` keeps, would give the worst result where a finite value gives Infinity. Nowhere else: every function
+    accepted keeps the order of every other value, and of -Infinity when no operand can be infinite (a finite
+    literal). Then an incremental epoch may push values a batch run never pushes (an earlier epoch's) and keep
+    a result the batch run does not. Whether a `min`'s state ever holds -Infinity is seen after the fact: it
+    keeps it for good, and while none does, every value pushed in any epoch or in a batch run is above it, where
+    the order holds (runtime/incremental.py checks, and recomputes). Hence (guards, problems):
+
+    - the `double` columns of the loop's `min`s, when a value a `min` keeps reaches a `+`/`-` that an infinity
+      can make NaN; none when no value does;
+    - a problem for a value a `max` keeps reaching one: its worst value is -Infinity, which the state does not
+      keep, and a batch run may push it before a better one arrives;
+    - a problem for a `+`/`-` of a value a `min` keeps that went through arithmetic of `double`s since the state:
+      an overflow there can make a finite value -Infinity, which no state shows."""
+    fields = sum(len(plan.nodes[n].schema.fields) for n in scope.nodes if plan.nodes[n].schema is not None)
+    dirty: dict[str, frozenset] = {}  # node -> its columns holding values that went through arithmetic
+    for _ in range(len(scope.nodes) * (fields + 2)):
+        before = dict(dirty)
+        for nid in scope.nodes:
+            dirty[nid] = _dirty(plan, scope, plan.nodes[nid], trends, dirty)
+        if dirty == before:
+            break
+    problems: dict[str, None] = {}
+    meets = False
+    for nid in scope.nodes:
+        node = plan.nodes[nid]
+        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce)):
+            continue
+        cols, after = trends.get(node.inputs[0], {}), dirty.get(node.inputs[0], frozenset())
+        for x in _values(node):
+            for call in _calls(x):
+                trend = _trend(call, cols) if call.fn in NAN_MAKERS and call.type == "double" else None
+                if trend is None or not _may_be_nan(call, cols):
+                    continue
+                where = f"{_named(node)}{_at(node)}: `{expr_text(call)}`"
+                if trend == "high":
+                    problems[f"{where} adds `double`s under a `max`, and `-Infinity + Infinity` is NaN, which Spark "
+                             "orders above every number: the worst value would give the best result, and a run over "
+                             "all input may push it before a better one arrives"] = None
+                    continue
+                inner = next((a for a in call.args if _trend(a, cols) and _arithmetic(a, cols, after)), None)
+                if inner is not None:
+                    problems[f"{where} adds to `{expr_text(inner)}`, which went through arithmetic of `double`s "
+                             "since a `min` kept it: an overflow can make it -Infinity, and `-Infinity + Infinity` "
+                             "is NaN, which Spark orders above every number"] = None
+                    continue
+                meets = True
+    if problems or not meets:
+        return (), list(problems)
+    guards = tuple((n.id, name) for n in (plan.nodes[i] for i in scope.nodes) if isinstance(n, ops.Reduce)
+                   for name, agg in n.aggs if agg.fn.split(":")[-1] == "min" and agg.type == "double")
+    return guards, []
+
+
+def _wraps(plan: Plan, scope: Scope, trends: dict) -> str:
+    """The first arithmetic of `int`s or `long`s on a value a `min`/`max` keeps, as the user wrote it (where and
+    what), or "": it keeps the order while an overflow fails the run (Spark's ANSI mode, the default), not where
+    one wraps around (`spark.sql.ansi.enabled=false`: `Long.MaxValue + 1` is the lowest `long`)."""
+    for nid in scope.nodes:
+        node = plan.nodes[nid]
+        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce)):
+            continue
+        cols = trends.get(node.inputs[0], {})
+        for x in _values(node):
+            for call in _calls(x):
+                if call.fn in ("+", "-", "*") and call.type in ("int", "long") and _trend_quiet(call, cols, False):
+                    return f"`{expr_text(call)}` in {_named(node)}{_at(node)}"
+    return ""
+
+
+def _dirty(plan: Plan, scope: Scope, node: ops.Operator, trends: dict, dirty: dict) -> frozenset:
+    """The columns of `node` whose values a `min`/`max` keeps went through arithmetic of `double`s since (a
+    `reduce` starts them afresh: its state is what the runtime checks)."""
+    ins = [dirty.get(i, frozenset()) for i in node.inputs]
+    cols = trends.get(node.inputs[0], {}) if node.inputs else {}
+    if isinstance(node, ops.LoopVar):
+        return frozenset().union(*(dirty.get(src, frozenset()) for var, src in scope.feedback if var == node.id))
+    if isinstance(node, (ops.Select, ops.Derive)):
+        made = {n for n, x in node.items if _arithmetic(x, cols, ins[0])}
+        if isinstance(node, ops.Select):
+            return frozenset(made)
+        return frozenset((ins[0] - {n for n, _ in node.items}) | made)
+    if isinstance(node, ops.Drop):
+        return frozenset(ins[0] - set(node.names))
+    if isinstance(node, (ops.Where, ops.Explode)) or (isinstance(node, ops.Join) and node.how == "semi"):
+        return ins[0]
+    if isinstance(node, ops.Union):
+        return frozenset().union(*ins)
+    if isinstance(node, ops.Join):
+        return frozenset(n for n in node.schema.names() if n in (ins[0] if n in node.left_fields else ins[1]))
+    return frozenset()
+
+
+def _values(node: ops.Operator) -> list:
+    """The expressions whose values `node` passes on (not its filters, keys or join conditions)."""
+    if isinstance(node, (ops.Select, ops.Derive)):
+        return [x for _, x in node.items]
+    if isinstance(node, ops.Reduce):
+        return [a for _, x in node.aggs for a in x.args]
+    return []
+
+
+def _arithmetic(x: TExpr, cols: dict, dirty: frozenset) -> bool:
+    """Does `x` use a value a `min`/`max` keeps after arithmetic of `double`s (its own, or before: `dirty`)?"""
+    if isinstance(x, TCol):
+        return x.name in dirty and cols.get(x.name) is not None
+    if not isinstance(x, TCall):
+        return False
+    if x.fn in ARITHMETIC and x.type == "double" and _trend_quiet(x, cols, False):
+        return True
+    return any(_arithmetic(a, cols, dirty) for a in x.args)
+
+
+def _may_be_nan(call: TCall, cols: dict) -> bool:
+    """Can `call` (a `+`/`-` of a value a `min`/`max` keeps) give NaN from numbers? Not when its other operand is a
+    finite literal: only an infinity meeting the opposite one does."""
+    others = [a for a in call.args if not _trend_quiet(a, cols, False)]
+    return len(others) != 1 or not (isinstance(others[0], TLit) and isinstance(others[0].value, (int, float))
+                                    and math.isfinite(others[0].value))

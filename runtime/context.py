@@ -403,6 +403,7 @@ class RunContext:
         if outputs is None:
             # (chosen first: a snapshot's states are restored in the activation's partitions)
             chosen = self._parallelism(entries, imports, start) if not self.stack else None
+            given = (entries, imports)
             with self._loop_conf(chosen):
                 act = self.recovery.take(spec.scope, len(self.stack)) if self.recovery is not None else None
                 if act is None:
@@ -426,12 +427,42 @@ class RunContext:
                               "loop termination uses the feedback and `until` counts, which are")
                 with self.acting(self._loop_action(spec, act)):
                     outputs = run_activation(self, spec, body, entries, imports, act)
+                if start is not None and spec.strategy.guards:
+                    act, outputs = self._guarded(spec, body, given, start, act, outputs)
             self.report.loop_done(spec.scope, act.number, chosen)
             if self.epoch is not None and spec.incremental and not self.stack:
                 self.epoch.finished[spec.scope] = act  # its states start the next epoch
         if self.snapshots is not None and not self.stack:
             self.snapshots.completed[spec.scope] = {k: v for k, v in outputs.items() if v is not None}
         return outputs[None] if spec.single_output else outputs
+
+    def _guarded(self, spec: LoopSpec, body: Callable, given: tuple, start, act: Activation, outputs: dict):
+        """A streaming loop whose `double`s an infinity can make NaN (`Strategy.guards`): after an epoch that ran
+        it incrementally and left -Infinity in a guarded state, run it again from nothing over all input so far
+        (`given`: its entries and imports), in a new activation. The epoch's manifest notes the -Infinity either
+        way: the state keeps it, and the next epochs recompute (runtime/incremental.py)."""
+        from scopeflow.runtime.incremental import negative_infinity  # (it imports this module)
+
+        with self.acting(self._loop_action(spec, act)):
+            start.holds = negative_infinity(self, spec, act)
+        if start.holds is None or not start.incremental:
+            return act, outputs
+        self.progress.trace(f"loop {spec.scope}: {start.holds} holds -Infinity after the incremental epoch: "
+                            "running it again from nothing")
+        carried = {id(df) for held in start.states.values() if len(held) > 2 for df in held[2][:3:2]
+                   if df is not None}
+        self.release([df for st in act.states.values() for df in st.parts() if id(df) not in carried]
+                     + [df for cks in act.emitted.values() for df in cks])
+        start.redone(start.holds)
+        sink_io.fault("stream-loop-redo")
+        entries, imports = given
+        imports = {**imports, **start.owner.imports(self, spec, start, imports)}
+        act = Activation(spec.scope, act.number + 1, recompute=spec.snapshot_recompute)
+        self.activations[spec.scope] = act.number
+        with self.acting(self._loop_action(spec, act)):
+            outputs = run_activation(self, spec, body, entries, imports, act)
+        start.holds = negative_infinity(self, spec, act)
+        return act, outputs
 
     def _loop_action(self, spec: LoopSpec, act: Activation) -> failures.Action:
         """A loop's rounds as the action a failure names: the loop by name and line, and the round."""

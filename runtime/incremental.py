@@ -54,6 +54,10 @@ DEFAULT_MAX_CHANGE = 0.25
 DEFAULT_STATE_EVERY = 10
 BROADCAST_ROWS = 100_000  # an epoch's new import records up to this many are broadcast to meet the history
 MERGE_SHARE = 0.1  # a growing import's newer piece joins its base piece once it holds this share of its rows
+ANSI = "spark.sql.ansi.enabled"  # on (Spark 4's default), an integer overflow fails the run; off, it wraps around
+INFINITY_WHY = ("`-Infinity + Infinity` is NaN, which Spark orders above every number, so values an earlier "
+                "epoch pushed can keep a result that a run over all input does not; every later epoch recomputes "
+                "it too, as the state keeps -Infinity")
 
 
 @frozen
@@ -101,6 +105,7 @@ class Start:
     kept_in: Optional[int] = None  # the partitions `states` and `carried` are in (None: states read back, in none)
     floor: Optional[int] = None  # the partitions the loop's last epoch ran in: an epoch never runs in fewer
     partitions: Optional[int] = None  # the partitions this epoch's loop runs in (`partitioned`)
+    holds: Optional[str] = None  # the guarded state that holds -Infinity after the epoch (`negative_infinity`)
 
     @property
     def incremental(self) -> bool:
@@ -163,6 +168,13 @@ class Start:
         else:
             return chosen
         return Parallelism(n, why, chosen.input_bytes)
+
+    def redone(self, held: str) -> None:
+        """The epoch's incremental run left -Infinity in a state it guards: it runs again from nothing."""
+        self.decision = attrs.evolve(
+            self.decision, strategy="recomputed", unchanged=False, since=None,
+            why=f"run incrementally, it left -Infinity in {held}, so it ran again from nothing: "
+                f"{INFINITY_WHY}")
 
     def partitioned(self, run: RunContext, partitions: int) -> None:
         """Put the states an incremental epoch starts from in the partitions the loop runs in (by their keys, as a
@@ -323,6 +335,9 @@ class EpochLoops:
 
         if mode == "off":
             return recomputed(f"incremental evaluation is off ({INCREMENTAL}=off)")
+        if strategy.wraps and self.spark.conf.get(ANSI, "true").strip().lower() == "false":
+            return recomputed(f"{strategy.wraps} is arithmetic of integers, and with {ANSI}=false an overflow wraps around to "
+                              "the lowest value instead of failing: a better value could give a worse result")
         unseen = [op for op, p in prints.items() if p is None]
         if unseen:
             return recomputed(f"{self._describe(unseen[0])} is not on this machine's file system: whether it "
@@ -347,6 +362,8 @@ class EpochLoops:
         if new == 0:
             return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
                             unchanged=True, rows=rows, sources=prints, since=since)
+        if before.get("infinite"):
+            return recomputed(f"{before['infinite']} holds -Infinity: {INFINITY_WHY}")
         share = new / (rows - new) if rows > new else float("inf")
         adds = "the epoch adds" if since == last["epoch"] else f"the epochs since epoch {since}'s fixpoint add"
         if mode == "auto" and share > limit:
@@ -493,6 +510,9 @@ class EpochLoops:
             else:
                 out[scope] = {"epoch": number, "states": states, "sources": decisions[scope].sources,
                               "strategy": decisions[scope].strategy} if write else dict(before)
+                out[scope].pop("infinite", None)
+                if start is not None and start.holds is not None:  # (`decide`: the next epochs recompute)
+                    out[scope]["infinite"] = start.holds
                 if start is not None and start.partitions is not None:
                     out[scope]["partitions"] = start.partitions  # the next epoch's floor (`Start.parallelism`)
                 if start is not None:
@@ -582,6 +602,22 @@ class EpochLoops:
                 if id(ck) not in alive_states and is_checkpoint(ck):
                     checkpoint_rdd(ck).unpersist(False)
         self.carried, self.pending, self.made = dict(keep), {}, []
+
+
+def negative_infinity(run: RunContext, spec: LoopSpec, act) -> Optional[str]:
+    """Which state of the loop's guarded `min`s (`Strategy.guards`: `double`s that reach `+`/`-`) holds -Infinity
+    at the end of activation `act` ("`dist` of reduce `best`"), or None: one Spark job over their frames (a key
+    holds -Infinity in the merged state when its main or its overlay does: the overlay folds with `min`)."""
+    probes = []
+    for op, column in spec.strategy.guards:
+        state = act.states.get(op)
+        for df in state.parts() if state is not None else ():
+            probes.append(df.where(F.col(column) == float("-inf"))
+                          .select(F.lit(op).alias("op"), F.lit(column).alias("column")).limit(1))
+    if not probes:
+        return None
+    found = union_all(probes).limit(1).collect()
+    return f"`{found[0][1]}` of {run.describe(found[0][0])}" if found else None
 
 
 def _frames(held: tuple) -> list:

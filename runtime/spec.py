@@ -152,6 +152,10 @@ class Strategy:
     sources: tuple = field(default=(), converter=tuple)  # the bounded file sources its inputs read
     states: tuple = field(default=(), converter=tuple)  # its reduce and distinct operators
     growing: tuple = field(default=(), converter=tuple)  # the variables whose entries grow with a stream
+    # (reduce, column): `double`s a `min` keeps that reach `+`/`-`: an incremental epoch is exact while none holds
+    # -Infinity (runtime/incremental.py, `negative_infinity`)
+    guards: tuple = field(default=(), converter=lambda g: tuple(tuple(x) for x in g))
+    wraps: str = ""  # arithmetic of ints/longs on an ordered value: recomputed when an overflow wraps (no ANSI mode)
 
 
 @frozen

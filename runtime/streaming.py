@@ -625,6 +625,9 @@ class StreamRun:
                 entry["loops_start_seconds"] = round(time.perf_counter() - started_loops, 4)
                 self.module.pipeline(run)
                 run.finish()
+                # (a loop whose incremental run left -Infinity in a guarded state ran again: RunContext._guarded)
+                decisions = {**decisions, **{scope: start.decision for scope, start in run.epoch.loops.items()}}
+                entry["strategies"] = {scope: {"strategy": d.strategy, "why": d.why} for scope, d in decisions.items()}
                 kept = time.perf_counter()
                 loops = self.loops.keep(run, number, last, decisions, sources)
                 entry["loops_state_seconds"] = round(time.perf_counter() - kept, 4)

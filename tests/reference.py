@@ -7,6 +7,7 @@ compiled .flow programs produce.
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict, deque
 from pathlib import Path
 
@@ -286,3 +287,33 @@ def ga_sssp(vertices, wedges, source, directed=True):
                     dist[u] = d + w
                     heapq.heappush(heap, (dist[u], u))
     return dist
+
+
+def spark_order(x: float) -> tuple:
+    """Spark's order of doubles: NaN above every number (and equal to itself)."""
+    return (math.isnan(x), 0.0 if math.isnan(x) else x)
+
+
+def wrapping_add(a: int, b: int) -> int:
+    """`a + b` of Spark `long`s with `spark.sql.ansi.enabled=false`: an overflow wraps around."""
+    return (a + b + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+def sssp_rounds(edges: list, source: int, start=0.0, plus=lambda a, b: a + b) -> dict:
+    """{vertex: distance} as the SSSP loop of stdlib:graph's `sssp` (and test_streaming.SSSP) takes its rounds in a
+    batch run, in plain Python: round 0 holds the source at `start`, each round folds what arrives into the state with
+    `min` in Spark's order of doubles (NaN above every number) and relaxes the edges out of the keys that changed
+    (`d + w`, or `plus(d, w)`). Where the order of values breaks, the rounds matter: with infinite weights
+    (`-Infinity + Infinity` is NaN) and with `long`s that wrap around (`plus=wrapping_add`)."""
+    state: dict = {}
+    arriving = [(source, start)]
+    while arriving:
+        changed = {}
+        for k, d in arriving:
+            old = changed.get(k, state.get(k))
+            if old is None or spark_order(d) < spark_order(old):
+                changed[k] = d
+        changed = {k: d for k, d in changed.items() if k not in state or spark_order(d) != spark_order(state[k])}
+        state.update(changed)
+        arriving = [(v, plus(d, w)) for k, d in changed.items() for u, v, w in edges if u == k]
+    return state

@@ -7,6 +7,7 @@ in test_incremental_rules.py."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -396,3 +397,75 @@ def test_a_null_value_that_greatest_skips_makes_the_loop_recomputed(spark, tmp_p
         got = s.output("arrival", (int, lambda v: int(v) if v else None))
         assert got == Counter(earliest_arrival(starts, legs).items()), len(starts)
     assert got[(2, 10)] == 1  # (the case itself: the null's 6 would have stayed)
+
+
+def test_an_epoch_that_leaves_minus_infinity_in_a_state_is_run_again_from_nothing(spark, tmp_path, incremental):
+    """-Infinity is the best distance a `min` keeps, and `-Infinity + Infinity` is NaN, which Spark orders above
+    every number: pushed across an edge of weight Infinity, the better value gives the worse result. Epoch 0
+    reaches 3 at 5.0 and pushes it to 4 (5.0 + Infinity = Infinity). Epoch 1 adds 1 -> 3 at -Infinity: a run over
+    both files reaches 3 at -Infinity in round 1, before 5.0 could arrive, and 4 gets NaN; an epoch starting from
+    epoch 0's fixpoint would keep Infinity. The epoch sees the -Infinity it left, runs the loop again from nothing
+    and says so; the next epoch recomputes because the state holds it. Every epoch equals the rounds in plain
+    Python, and a run with incremental evaluation off gives the same sinks."""
+    inf = float("inf")
+    waves = [[(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], [(1, 3, -inf)], [(4, 5, 1.0), (2, 6, 2.0)]]
+    incremental("always")
+    s = Stream(spark, tmp_path / "on", SSSP)
+    edges, whys = [], []
+    for i, wave in enumerate(waves):
+        edges += wave
+        with open(tmp_path / "on" / "in" / f"w{i}.json", "w") as fh:
+            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        assert s.run(report=str(tmp_path / "run.json")) == 0
+        lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
+        whys.append((lp["strategy"], lp["why"]))
+        got = {k: reference.spark_order(v) for k, v in s.output("distances", (int, float))}
+        assert got == {k: reference.spark_order(v) for k, v in reference.sssp_rounds(edges, 1).items()}, i
+    dists = dict(list(s.output("distances", (int, float))))
+    assert math.isnan(dists[4]) and math.isnan(dists[5])  # (the case itself: not Infinity)
+    assert whys[0][0] == whys[1][0] == whys[2][0] == "recomputed", whys
+    assert "it left -Infinity in `dist` of reduce `best`, so it ran again from nothing" in whys[1][1], whys
+    assert "`dist` of reduce `best` holds -Infinity" in whys[2][1], whys
+    assert s.manifest()["loops"]["sssp"]["infinite"] == "`dist` of reduce `best`"
+    incremental("off")
+    off = Stream(spark, tmp_path / "off", SSSP)
+    for i, wave in enumerate(waves):
+        with open(tmp_path / "off" / "in" / f"w{i}.json", "w") as fh:
+            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        assert off.run() == 0
+    assert {k: reference.spark_order(v) for k, v in off.output("distances", (int, float))} == \
+        {k: reference.spark_order(v) for k, v in s.output("distances", (int, float))}
+
+
+LONG_SSSP = SSSP.replace("w: double", "w: long").replace("dist = 0.0", "dist = cast(0 as long)")
+
+
+@pytest.fixture
+def ansi_off(spark):
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    yield
+    spark.conf.unset("spark.sql.ansi.enabled")
+
+
+def test_long_arithmetic_that_wraps_around_makes_the_loop_recomputed(spark, tmp_path, incremental, ansi_off):
+    """With `spark.sql.ansi.enabled=false` a `long` overflow wraps around: `2 + Long.MaxValue` is the lowest `long`
+    but one, so a worse distance gives a better result. Epoch 0 reaches 2 at 2 and 3 at `2 + Long.MaxValue`
+    (wrapped); epoch 1 adds 0 -> 2 at 0, and a run over both files reaches 3 only from 2 at 0: `Long.MaxValue`.
+    Started from epoch 0's fixpoint, 3 would keep the wrapped value. The loop is recomputed (the reason names the
+    setting), and equals the rounds in plain Python with wrapping `long`s."""
+    incremental("always")
+    top = 2 ** 63 - 1
+    waves = [[(0, 1, 1), (1, 2, 1), (2, 3, top)], [(0, 2, 0)]]
+    s = Stream(spark, tmp_path, LONG_SSSP.replace("param source_id: long = 1", "param source_id: long = 0"))
+    edges = []
+    for i, wave in enumerate(waves):
+        edges += wave
+        with open(tmp_path / "in" / f"w{i}.json", "w") as fh:
+            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        assert s.run(report=str(tmp_path / "run.json")) == 0
+        lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
+        assert dict(list(s.output("distances", (int, int)))) == \
+            reference.sssp_rounds(edges, 0, 0, reference.wrapping_add), i
+    assert lp["strategy"] == "recomputed" and "spark.sql.ansi.enabled=false" in lp["why"], lp
+    assert "`dist + w` in select `relax`" in lp["why"], lp
+    assert dict(list(s.output("distances", (int, int))))[3] == top  # (the case itself: not wrapped)

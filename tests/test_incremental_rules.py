@@ -275,6 +275,59 @@ def test_a_factor_that_is_not_finite_keeps_no_order():
         assert incremental or any("may not keep the order" in r for r in s.reasons), s.reasons
 
 
+def _relax(spread: str, fold: str = "min", dist: str = "w") -> str:
+    return f"""out = loop l(d = edges | select(id = src, dist = {dist})) with (e = both) {{
+    best = d | reduce(by id, dist = {fold}(dist))
+    relax = best | join(e, on best.id == e.src) | {spread}
+    feedback d <- relax
+    emit state best
+}}"""
+
+
+@pytest.mark.parametrize("spread, fold, dist, guarded", [
+    ("select(id = e.dst, dist = best.dist + e.w)", "min", "w", True),
+    ("select(id = e.dst, dist = best.dist - e.w)", "min", "w", True),
+    ("select(id = e.dst, dist = least(best.dist, e.w) + e.w)", "min", "w", True),
+    ("select(id = e.dst, dist = best.dist + 1.5)", "min", "w", False),  # a finite literal never makes NaN
+    ("select(id = e.dst, dist = best.dist * 2.0)", "min", "w", False),  # nor does a finite positive factor
+    ("select(id = e.dst, dist = best.dist + cast(e.w as long))", "min", "cast(w as long)", False),  # (a long)
+    ("select(id = e.dst, dist = best.dist + 1.5)", "max", "w", False),
+])
+def test_a_min_whose_double_meets_an_infinity_is_guarded_against_minus_infinity(spread, fold, dist, guarded):
+    """`-Infinity + Infinity` is NaN, which Spark orders above every number: a `min`'s best value, -Infinity,
+    would give the worst result. The `double`s a `min` keeps that reach a `+`/`-` with an operand that can be
+    infinite are guarded: the runtime checks them for -Infinity after every epoch (test_incremental.py)."""
+    s = strategy(_relax(spread, fold, dist))
+    assert s.incremental, s.reasons
+    assert s.guards == ((s.states[0], "dist"),) if guarded else s.guards == ()
+    plan = compile_flow(HEAD + _relax(spread, fold, dist) + "\nsink out -> csv(\"out/x\")\n", "p.flow")
+    assert ("must hold no -Infinity" in explain(plan)) is guarded
+
+
+@pytest.mark.parametrize("spread, fold, says", [
+    ("select(id = e.dst, dist = best.dist + e.w)", "max", "adds `double`s under a `max`"),
+    ("select(id = e.dst, dist = best.dist * 2.0 + e.w)", "min", "adds to `dist * 2.0`, which went through arithmetic"),
+    ("derive(x = best.dist + 1.0) | select(id = e.dst, dist = x - e.w)", "min", "adds to `x`, which went through"),
+])
+def test_a_double_whose_nan_no_state_shows_makes_the_loop_recomputed(spread, fold, says):
+    """Where -Infinity meeting an infinity cannot be seen in a `min`'s state, the loop is recomputed: a `max`
+    (-Infinity is its worst value, which its state does not keep; a run over all input may push it before a
+    better one arrives), and a value that went through arithmetic of `double`s since its `min` (an overflow
+    makes a finite value -Infinity)."""
+    s = strategy(_relax(spread, fold))
+    assert not s.incremental
+    assert any(says in r for r in s.reasons), s.reasons
+
+
+def test_integer_arithmetic_on_an_ordered_value_is_named_for_the_runtime():
+    """`label + 1` keeps the order while an overflow fails the run (Spark's ANSI mode, the default); the runtime
+    recomputes the loop when `spark.sql.ansi.enabled=false` lets it wrap around (test_incremental.py)."""
+    assert strategy(cc(spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label + 1)")) \
+        .wraps == "`label + 1` in select `spread` (line 8)"
+    assert strategy(cc()).wraps == ""  # the label passes as it is
+    assert strategy(_relax("select(id = e.dst, dist = best.dist + e.w)")).wraps == ""  # (doubles: `guards`)
+
+
 def test_a_max_reduce_wants_values_that_grow():
     ok = strategy(cc(best="labels | reduce(by id, label = max(label))"))
     assert ok.incremental, ok.reasons

@@ -34,6 +34,25 @@ def test_sssp():
     assert ref.sssp([], 7) == {7: 0.0}
 
 
+def test_sssp_rounds_agrees_with_dijkstra_and_takes_rounds_with_infinities():
+    import math
+    import random
+    rng = random.Random(4)
+    edges = [(rng.randrange(30), rng.randrange(30), float(rng.randint(0, 9))) for _ in range(90)]
+    assert ref.sssp_rounds(edges, 1) == ref.sssp(edges, 1)
+    inf = float("inf")  # round 1 reaches 3 at -inf before 5.0 arrives: 4 gets -inf + inf = NaN, then 5 NaN + 1
+    got = ref.sssp_rounds([(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf), (1, 3, -inf), (4, 5, 1.0)], 1)
+    assert {k: v for k, v in got.items() if not math.isnan(v)} == {1: 0.0, 2: 1.0, 3: -inf}
+    assert sorted(k for k, v in got.items() if math.isnan(v)) == [4, 5]
+    # without the -inf edge, 3 is at 5.0 and 4 at inf (NaN only where -inf meets inf)
+    assert ref.sssp_rounds([(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], 1) == {1: 0.0, 2: 1.0, 3: 5.0, 4: inf}
+    assert ref.spark_order(float("nan")) > ref.spark_order(inf) > ref.spark_order(-inf)
+    top = 2 ** 63 - 1  # wrapping: 2 + top is the lowest long but one; 0 + top stays top
+    assert ref.wrapping_add(2, top) == -2 ** 63 + 1 and ref.wrapping_add(-2 ** 63, -1) == top
+    assert ref.sssp_rounds([(0, 1, 1), (1, 2, 1), (2, 3, top), (0, 2, 0)], 0, 0, ref.wrapping_add) == \
+        {0: 0, 1: 1, 2: 0, 3: top}
+
+
 def test_pagerank_two_cycle_is_fixed_point():
     assert ref.pagerank_fixed([1, 2], [(1, 2), (2, 1)], rounds=20) == {1: 1.0, 2: 1.0}
 

@@ -319,6 +319,51 @@ def test_a_loop_killed_mid_epoch_resumes_from_its_snapshot(tmp_path):
     assert not loops.exists() or not os.listdir(loops)  # an epoch's loop snapshots go when it commits
 
 
+SSSP = """pipeline sinf
+source edges = stream files("in", format = "json", max_files_per_epoch = 1) schema (src: long, dst: long, w: double)
+start = edges | where(src == 1) | group(by id = src) | select(id, dist = 0.0)
+dists = loop sssp(d = start) with (e = edges) {
+    best  = d | reduce(by id, dist = min(dist))
+    relax = best | join(e, on best.id == e.src) | select(id = e.dst, dist = best.dist + e.w)
+    feedback d <- relax
+    emit state best
+}
+sink dists -> csv("out/distances", header = true)
+"""
+
+
+def test_a_kill_while_an_epoch_that_left_minus_infinity_runs_again_from_nothing(tmp_path):
+    """An incremental epoch that leaves -Infinity in the distances runs its loop again from nothing
+    (test_incremental.py). A run SIGKILLed as that starts leaves the epoch uncommitted; the next run repeats it
+    (incremental, then again from nothing), recomputes the epoch after it, and ends with the rounds in plain
+    Python over every file, each epoch written once."""
+    f = Folder(tmp_path)
+    f.flow.write_text(SSSP)
+    inf = float("inf")
+    waves = [[(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], [(1, 3, -inf)], [(4, 5, 1.0)]]
+    for i, wave in enumerate(waves):
+        (tmp_path / "in" / f"w{i:03d}.json").write_text(
+            "".join(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave))
+        time.sleep(0.01)  # (distinct modification times: Spark reads the files in order)
+    proc = f.start(fault="stream-loop-redo", incremental="always")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert f.committed() == 0
+    again = f.start("--report", str(tmp_path / "r.json"), incremental="always")
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert f.committed() == 2
+    got = read_output(str(tmp_path / "out" / "distances"), (int, float))
+    want = reference.sssp_rounds([e for wave in waves for e in wave], 1)
+    assert {k: reference.spark_order(v) for k, v in got} == {k: reference.spark_order(v) for k, v in want.items()}
+    epochs = json.loads((tmp_path / "r.json").read_text())["epochs"]
+    assert [(e["epoch"], e["loops"][0]["strategy"]) for e in epochs] == [(1, "recomputed"), (2, "recomputed")]
+    assert "ran again from nothing" in epochs[0]["loops"][0]["why"], epochs[0]["loops"]
+    assert "holds -Infinity" in epochs[1]["loops"][0]["why"], epochs[1]["loops"]
+    writes = [(w["epoch"], w["sink"]) for w in f.writes()]
+    assert sorted(e for e, _ in writes) == [0, 1, 2], writes
+
+
 def test_ctrl_c_stops_at_an_epoch_boundary(tmp_path):
     """SIGINT (Ctrl-C) while an epoch's loop runs: the epoch finishes and commits, then the query stops,
     exit 0, saying where it stopped."""
