@@ -18,6 +18,8 @@ load, from a file the JVM checks against its own version and class path.
 - Later runs map it. A JVM that finds it unusable (damaged; settings it does not match, such as a heap of
   32 GB or more without compressed pointers) starts without it: scopeflow then removes it. If the JVM
   cannot start with the options at all, scopeflow starts it once more without them.
+- One process records at a time (`<archive>.recording` holds its pid, then its helper's): runs started
+  together before there is an archive do not each dump the same classes.
 - Where an archive could not be made or was refused, a `<archive>.failed` note stops new recordings for
   FAILED_SECONDS (a day): no run pays for recording again and again what cannot be used.
 - One archive per JDK and Spark installation and user, about 190 MB, in `~/.cache/scopeflow/jvm/`
@@ -56,6 +58,7 @@ _OWN_OPTIONS = ("SharedArchiveFile", "ArchiveClassesAtExit", "DumpLoadedClassLis
 _CRASH_REPORT = f"-XX:ErrorFile={os.path.join(tempfile.gettempdir(), 'scopeflow-jvm-crash-%p.log')}"
 _FAILED = ".failed"  # `<archive>.failed`: the last archive could not be made or was refused (`FAILED_SECONDS`)
 _PENDING = ".tmp-"  # `<archive>.tmp-<pid>`: being written for process <pid>
+_RECORDING = ".recording"  # `<archive>.recording`: the pid of the one process recording it (then of its helper)
 
 
 class Archive:
@@ -117,11 +120,53 @@ def plan(java: Optional[str], java_options: str = "") -> Optional[Archive]:
             os.utime(path)  # (in use: not stale)
             return Archive(path, java, record=False)
         if (not os.access(folder, os.W_OK) or shutil.disk_usage(folder).free < MIN_FREE_BYTES
-                or _failed_lately(path)):
+                or _failed_lately(path) or not _claim(path)):
             return None
     except OSError:  # no cache folder we can write: start the usual way
         return None
     return Archive(path, java, record=True)
+
+
+def _claim(path: str) -> bool:
+    """May this process record the archive at `path`? Only one process at a time does (with the helper it hands
+    the recording to): runs started together before there is an archive would each spend a core for half a
+    minute on the same file. A claim whose process is gone (killed, or ended without a helper) is taken over."""
+    lock = path + _RECORDING
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = _holder(lock)
+            if holder == os.getpid():
+                return True
+            if holder is not None and alive(holder):
+                return False
+            _remove(lock)  # (a claim left behind: taken over, unless another run is quicker)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _holder(lock: str) -> Optional[int]:
+    try:
+        with open(lock, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _hand_over(path: str, pid: int) -> None:
+    """The recording process's claim passes to its helper `pid` (`_claim`)."""
+    lock = path + _RECORDING
+    try:
+        with open(f"{lock}{_PENDING}{os.getpid()}", "w", encoding="utf-8") as fh:
+            fh.write(str(pid))
+        os.replace(fh.name, lock)
+    except OSError:
+        pass
 
 
 def _failed_lately(path: str) -> bool:
@@ -165,10 +210,11 @@ def finish_recording(archive: Archive, proc, class_path: str) -> None:
         _note_failure(archive.path)
         return
     try:
-        subprocess.Popen([sys.executable, "-m", "scopeflow.runtime.jvmarchive", str(proc.pid), archive.classes,
-                          archive.pending, archive.path, archive.java, class_path],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)  # (outlives this process, and a Ctrl-C in its terminal)
+        helper = subprocess.Popen([sys.executable, "-m", "scopeflow.runtime.jvmarchive", str(proc.pid),
+                                   archive.classes, archive.pending, archive.path, archive.java, class_path],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)  # (outlives this process, and a Ctrl-C in its terminal)
+        _hand_over(archive.path, helper.pid)
         print("scopeflow: saving Spark's classes in the background, for faster starts (once; "
               f"{SWITCH}=off turns it off)", file=sys.stderr, flush=True)
     except OSError:
@@ -204,6 +250,8 @@ def complete(jvm_pid: int, classes: str, pending: str, path: str, java: str, cla
     finally:
         _remove(pending)
         _remove(classes)
+        if _holder(path + _RECORDING) == os.getpid():
+            _remove(path + _RECORDING)
 
 
 def _lists_spark(classes: str) -> bool:

@@ -127,6 +127,46 @@ def test_when_scopeflow_records_maps_or_leaves_the_archive_alone(tmp_path, monke
     assert jvmarchive.plan(java) is None
 
 
+def test_one_process_at_a_time_records(tmp_path, monkeypatch):
+    """Runs started together before there is an archive: the first claims the recording (its pid in
+    `<archive>.recording`), the others run without recording while that process lives; a claim whose process is
+    gone is taken over; the helper the recording process hands its claim to removes it when done."""
+    import subprocess
+    import sys
+
+    from scopeflow.runtime import jvmarchive
+    from scopeflow.runtime.session import java_executable
+
+    java = java_executable()
+    for name in ("SPARK_SUBMIT_OPTS", "SCOPEFLOW_JVM_ARCHIVE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = jvmarchive.plan(java)
+    lock = first.path + ".recording"
+    assert first.record and open(lock).read() == str(os.getpid())
+    assert jvmarchive.plan(java).record  # (this process holds the claim: a second session may record)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open(lock, "w") as fh:  # another run, alive, is recording
+            fh.write(str(other.pid))
+        assert jvmarchive.plan(java) is None
+    finally:
+        other.kill()
+        other.wait()
+    assert jvmarchive.plan(java).record  # its process is gone: taken over
+    assert open(lock).read() == str(os.getpid())
+    # the helper, handed the claim, removes it when it is done (here: no class list, so no archive)
+    helper = subprocess.run([sys.executable, "-c", f"""
+import os
+from scopeflow.runtime import jvmarchive
+jvmarchive._hand_over({first.path!r}, os.getpid())
+assert not jvmarchive.complete(2 ** 22 + 7, {str(tmp_path / 'none.classes')!r}, {first.pending!r},
+                               {first.path!r}, {java!r}, "")
+"""], capture_output=True, text=True)
+    assert helper.returncode == 0, helper.stderr
+    assert not os.path.exists(lock) and not os.path.exists(first.path)
+
+
 def test_only_a_whole_archive_of_spark_s_classes_is_moved_into_place(tmp_path, spark):
     """The helper's checks: a damaged archive does not map, and a class list cut short before Spark's classes
     (its JVM killed early) makes no archive."""
