@@ -545,7 +545,8 @@ NAN_MAKERS = {"+", "-"}  # `-Infinity + Infinity` and `Infinity - Infinity` are 
 def _infinities(plan: Plan, scope: Scope, trends: dict) -> tuple[tuple, list[str]]:
     """Where the functions the order rule accepts stop keeping the order: `x + w` of `double`s is NaN for
     `x = -Infinity` and `w = Infinity`, and Spark orders NaN above every number, so -Infinity, the best value a
-    `min` keeps, would give the worst result where a finite value gives Infinity. Nowhere else: every function
+    `min` keeps, would give the worst result where a finite value gives Infinity (and a filter `dist + c <= cap`
+    would drop it where a finite value passes). Nowhere else: every function
     accepted keeps the order of every other value, and of -Infinity when no operand can be infinite (a finite
     literal). Then an incremental epoch may push values a batch run never pushes (an earlier epoch's) and keep
     a result the batch run does not. Whether a `min`'s state ever holds -Infinity is seen after the fact: it
@@ -570,7 +571,7 @@ def _infinities(plan: Plan, scope: Scope, trends: dict) -> tuple[tuple, list[str
     meets = False
     for nid in scope.nodes:
         node = plan.nodes[nid]
-        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce)):
+        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce, ops.Where)):
             continue
         cols, after = trends.get(node.inputs[0], {}), dirty.get(node.inputs[0], frozenset())
         for x in _values(node):
@@ -604,12 +605,13 @@ def _wraps(plan: Plan, scope: Scope, trends: dict) -> str:
     one wraps around (`spark.sql.ansi.enabled=false`: `Long.MaxValue + 1` is the lowest `long`)."""
     for nid in scope.nodes:
         node = plan.nodes[nid]
-        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce)):
+        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce, ops.Where)):
             continue
         cols = trends.get(node.inputs[0], {})
         for x in _values(node):
             for call in _calls(x):
-                if call.fn in ("+", "-", "*") and call.type in ("int", "long") and _trend_quiet(call, cols, False):
+                if call.fn in ("+", "-", "*", "neg") and call.type in ("int", "long") \
+                        and _trend_quiet(call, cols, False):
                     return f"`{expr_text(call)}` in {_named(node)}{_at(node)}"
     return ""
 
@@ -638,11 +640,15 @@ def _dirty(plan: Plan, scope: Scope, node: ops.Operator, trends: dict, dirty: di
 
 
 def _values(node: ops.Operator) -> list:
-    """The expressions whose values `node` passes on (not its filters, keys or join conditions)."""
+    """The expressions of `node` that compute with the values a `min`/`max` keeps: what it passes on, and a
+    filter's condition (`where(dist + c <= cap)`: NaN fails it where a finite sum passes). Keys and join
+    conditions may not use them at all (`_order_problems`)."""
     if isinstance(node, (ops.Select, ops.Derive)):
         return [x for _, x in node.items]
     if isinstance(node, ops.Reduce):
         return [a for _, x in node.aggs for a in x.args]
+    if isinstance(node, ops.Where):
+        return [node.cond]
     return []
 
 
@@ -652,9 +658,22 @@ def _arithmetic(x: TExpr, cols: dict, dirty: frozenset) -> bool:
         return x.name in dirty and cols.get(x.name) is not None
     if not isinstance(x, TCall):
         return False
-    if x.fn in ARITHMETIC and x.type == "double" and _trend_quiet(x, cols, False):
+    if x.fn in ARITHMETIC and x.type == "double" and _trend_quiet(x, cols, False) and not _bounded(x, cols):
         return True
     return any(_arithmetic(a, cols, dirty) for a in x.args)
+
+
+def _bounded(call: TCall, cols: dict) -> bool:
+    """Does arithmetic `call` keep every finite value of the ordered operand finite or above it (no overflow down
+    to -Infinity)? Adding a literal >= 0, subtracting one <= 0, multiplying by one in (0, 1], dividing by one >= 1."""
+    others = [a for a in call.args if not _trend_quiet(a, cols, False)]
+    if len(others) != 1 or not (isinstance(others[0], TLit) and isinstance(others[0].value, (int, float))
+                                and math.isfinite(others[0].value)):
+        return False
+    c = others[0].value
+    if call.fn == "-" and call.args[1] is others[0]:
+        return c <= 0
+    return {"+": c >= 0, "*": 0 < c <= 1, "/": call.args[1] is others[0] and c >= 1}.get(call.fn, False)
 
 
 def _may_be_nan(call: TCall, cols: dict) -> bool:

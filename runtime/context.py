@@ -444,8 +444,12 @@ class RunContext:
         from scopeflow.runtime.incremental import negative_infinity  # (it imports this module)
 
         with self.acting(self._loop_action(spec, act)):
-            start.holds = negative_infinity(self, spec, act)
+            start.holds = negative_infinity(self, spec, act, start.clean if start.incremental else set())
+        start.checked = True
         if start.holds is None or not start.incremental:
+            return act, outputs
+        if act.resumed and act.number > 1:  # (resumed from a snapshot of the run from nothing: an epoch's first is 1)
+            start.redone(start.holds, resumed=True)
             return act, outputs
         self.progress.trace(f"loop {spec.scope}: {start.holds} holds -Infinity after the incremental epoch: "
                             "running it again from nothing")
@@ -461,7 +465,9 @@ class RunContext:
         self.activations[spec.scope] = act.number
         with self.acting(self._loop_action(spec, act)):
             outputs = run_activation(self, spec, body, entries, imports, act)
-        start.holds = negative_infinity(self, spec, act)
+        sink_io.fault("stream-loop-redone")
+        with self.acting(self._loop_action(spec, act)):
+            start.holds = negative_infinity(self, spec, act)
         return act, outputs
 
     def _loop_action(self, spec: LoopSpec, act: Activation) -> failures.Action:

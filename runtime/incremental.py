@@ -85,6 +85,7 @@ class Carry:
     partitions: Optional[int] = None  # the partitions its states and pieces are in (`Start.partitions`)
     sources: dict = field(factory=dict)  # the bounded sources' fingerprints its fixpoint is over (`Decision`)
     strategy: str = "incremental"  # how its epoch ran it
+    checked: bool = False  # its guarded states were found to hold no -Infinity (`negative_infinity`)
 
 
 @define
@@ -106,6 +107,8 @@ class Start:
     floor: Optional[int] = None  # the partitions the loop's last epoch ran in: an epoch never runs in fewer
     partitions: Optional[int] = None  # the partitions this epoch's loop runs in (`partitioned`)
     holds: Optional[str] = None  # the guarded state that holds -Infinity after the epoch (`negative_infinity`)
+    checked: bool = False  # `holds` was looked for after the epoch
+    clean: set = field(factory=set)  # ids of the frames of `states` known to hold no -Infinity (`Carry.checked`)
 
     @property
     def incremental(self) -> bool:
@@ -169,12 +172,13 @@ class Start:
             return chosen
         return Parallelism(n, why, chosen.input_bytes)
 
-    def redone(self, held: str) -> None:
-        """The epoch's incremental run left -Infinity in a state it guards: it runs again from nothing."""
+    def redone(self, held: str, resumed: bool = False) -> None:
+        """The epoch's incremental run left -Infinity in a state it guards: it runs again from nothing (`resumed`:
+        it did, and was resumed from its snapshot after a restart)."""
         self.decision = attrs.evolve(
             self.decision, strategy="recomputed", unchanged=False, since=None,
-            why=f"run incrementally, it left -Infinity in {held}, so it ran again from nothing: "
-                f"{INFINITY_WHY}")
+            why=f"run incrementally, it left -Infinity in {held}, so it ran again from nothing"
+                f"{' (resumed from its snapshot)' if resumed else ''}: {INFINITY_WHY}")
 
     def partitioned(self, run: RunContext, partitions: int) -> None:
         """Put the states an incremental epoch starts from in the partitions the loop runs in (by their keys, as a
@@ -236,6 +240,11 @@ class DeltaRun(RunContext):
 def loop_specs(module) -> list[LoopSpec]:
     """The pipeline-level loops of a streaming pipeline that have a strategy (in definition order)."""
     return [v for v in vars(module).values() if isinstance(v, LoopSpec) and v.strategy is not None]
+
+
+def wrapping(spark) -> bool:
+    """Does an integer overflow wrap around in this session (`spark.sql.ansi.enabled=false`) instead of failing?"""
+    return str(spark.conf.get(ANSI)).strip().lower() == "false"
 
 
 def settings(spark) -> tuple[str, float]:
@@ -335,9 +344,7 @@ class EpochLoops:
 
         if mode == "off":
             return recomputed(f"incremental evaluation is off ({INCREMENTAL}=off)")
-        if strategy.wraps and self.spark.conf.get(ANSI, "true").strip().lower() == "false":
-            return recomputed(f"{strategy.wraps} is arithmetic of integers, and with {ANSI}=false an overflow wraps around to "
-                              "the lowest value instead of failing: a better value could give a worse result")
+
         unseen = [op for op, p in prints.items() if p is None]
         if unseen:
             return recomputed(f"{self._describe(unseen[0])} is not on this machine's file system: whether it "
@@ -364,6 +371,13 @@ class EpochLoops:
                             unchanged=True, rows=rows, sources=prints, since=since)
         if before.get("infinite"):
             return recomputed(f"{before['infinite']} holds -Infinity: {INFINITY_WHY}")
+        if strategy.wraps and wrapping(self.spark):
+            return recomputed(f"{strategy.wraps} is arithmetic of integers, and with {ANSI}=false an overflow wraps "
+                              "around to the lowest value instead of failing: a better value could give a worse "
+                              "result")
+        if strategy.wraps and before.get("wrapped"):
+            return recomputed(f"epoch {before['epoch']}'s fixpoint was computed with {ANSI}=false, where an "
+                              f"overflow of {strategy.wraps} wraps around; with it on, an overflow fails the run")
         share = new / (rows - new) if rows > new else float("inf")
         adds = "the epoch adds" if since == last["epoch"] else f"the epochs since epoch {since}'s fixpoint add"
         if mode == "auto" and share > limit:
@@ -409,6 +423,8 @@ class EpochLoops:
                 start.states = dict(carry.states)
                 start.carried, start.carried_rows = dict(carry.pieces), dict(carry.rows)
                 start.kept_in = carry.partitions
+                if carry.checked:
+                    start.clean = {id(df) for held in carry.states.values() for df in _frames(held)}
             else:
                 start.states = self.load(scope, kept)
             if not start.unchanged:
@@ -511,13 +527,17 @@ class EpochLoops:
                 out[scope] = {"epoch": number, "states": states, "sources": decisions[scope].sources,
                               "strategy": decisions[scope].strategy} if write else dict(before)
                 out[scope].pop("infinite", None)
+                out[scope].pop("wrapped", None)
                 if start is not None and start.holds is not None:  # (`decide`: the next epochs recompute)
                     out[scope]["infinite"] = start.holds
+                if spec.strategy.wraps and wrapping(self.spark):  # (`decide`: so does the next one with ANSI on)
+                    out[scope]["wrapped"] = True
                 if start is not None and start.partitions is not None:
                     out[scope]["partitions"] = start.partitions  # the next epoch's floor (`Start.parallelism`)
                 if start is not None:
                     self.pending[scope] = Carry(number, held, dict(start.pieces), dict(start.rows), start.partitions,
-                                                decisions[scope].sources, decisions[scope].strategy)
+                                                decisions[scope].sources, decisions[scope].strategy,
+                                                start.checked and start.holds is None)
         return out
 
     def rows_held(self, scope: str, kept: dict) -> int:
@@ -604,20 +624,25 @@ class EpochLoops:
         self.carried, self.pending, self.made = dict(keep), {}, []
 
 
-def negative_infinity(run: RunContext, spec: LoopSpec, act) -> Optional[str]:
+def negative_infinity(run: RunContext, spec: LoopSpec, act, clean: set = frozenset()) -> Optional[str]:
     """Which state of the loop's guarded `min`s (`Strategy.guards`: `double`s that reach `+`/`-`) holds -Infinity
-    at the end of activation `act` ("`dist` of reduce `best`"), or None: one Spark job over their frames (a key
-    holds -Infinity in the merged state when its main or its overlay does: the overlay folds with `min`)."""
+    at the end of activation `act` ("`dist` of reduce `best`"), or None: one aggregation over their frames but
+    those known to hold none (`clean`: the previous epoch's, still in use). A key holds -Infinity in the merged
+    state when its main or its overlay does: the overlay folds with `min`."""
     probes = []
     for op, column in spec.strategy.guards:
         state = act.states.get(op)
         for df in state.parts() if state is not None else ():
-            probes.append(df.where(F.col(column) == float("-inf"))
-                          .select(F.lit(op).alias("op"), F.lit(column).alias("column")).limit(1))
+            if id(df) not in clean:
+                probes.append(df.where(F.col(column) == float("-inf"))
+                              .select(F.concat_ws("\t", F.lit(op), F.lit(column)).alias("held")))
     if not probes:
         return None
-    found = union_all(probes).limit(1).collect()
-    return f"`{found[0][1]}` of {run.describe(found[0][0])}" if found else None
+    found = union_all(probes).agg(F.min("held")).collect()[0][0]
+    if found is None:
+        return None
+    op, column = found.split("\t")
+    return f"`{column}` of {run.describe(op)}"
 
 
 def _frames(held: tuple) -> list:

@@ -132,21 +132,26 @@ def _claim(path: str) -> bool:
     the recording to): runs started together before there is an archive would each spend a core for half a
     minute on the same file. A claim whose process is gone (killed, or ended without a helper) is taken over."""
     lock = path + _RECORDING
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            holder = _holder(lock)
-            if holder == os.getpid():
-                return True
-            if holder is not None and alive(holder):
-                return False
-            _remove(lock)  # (a claim left behind: taken over, unless another run is quicker)
-            continue
-        with os.fdopen(fd, "w") as fh:
+    mine = f"{lock}{_PENDING}{os.getpid()}"
+    try:
+        with open(mine, "w", encoding="utf-8") as fh:
             fh.write(str(os.getpid()))
+        for _ in range(2):
+            try:
+                os.link(mine, lock)  # (the claim appears whole, with its pid, or not at all)
+                return True
+            except FileExistsError:
+                holder = _holder(lock)
+                if holder == os.getpid():
+                    return True
+                if holder is not None and alive(holder):
+                    return False
+                _remove(lock)  # (a claim left behind: taken over, unless another run is quicker)
+        return False
+    except OSError:  # (a file system without hard links: record, as before the claim existed)
         return True
-    return False
+    finally:
+        _remove(mine)
 
 
 def _holder(lock: str) -> Optional[int]:

@@ -469,3 +469,23 @@ def test_long_arithmetic_that_wraps_around_makes_the_loop_recomputed(spark, tmp_
     assert lp["strategy"] == "recomputed" and "spark.sql.ansi.enabled=false" in lp["why"], lp
     assert "`dist + w` in select `relax`" in lp["why"], lp
     assert dict(list(s.output("distances", (int, int))))[3] == top  # (the case itself: not wrapped)
+
+
+def test_a_fixpoint_that_wrapped_around_is_no_start_once_overflows_fail(spark, tmp_path, incremental, ansi_off):
+    """Epoch 0 runs with `spark.sql.ansi.enabled=false`: 3 is at `2 + Long.MaxValue`, wrapped. With ANSI mode back
+    on, a run over all input fails on that overflow; so must the next epoch, though its new edge (0 -> 5) reaches
+    nothing that overflows: it recomputes the loop (the manifest says the fixpoint wrapped) instead of starting
+    from the wrapped one, and fails, committing nothing."""
+    incremental("always")
+    s = Stream(spark, tmp_path, LONG_SSSP.replace("param source_id: long = 1", "param source_id: long = 0"))
+    for i, wave in enumerate([[(0, 1, 1), (1, 2, 1), (2, 3, 2 ** 63 - 1)], [(0, 5, 1)]]):
+        with open(tmp_path / "in" / f"w{i}.json", "w") as fh:
+            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        if i == 0:
+            assert s.run() == 0
+            assert dict(list(s.output("distances", (int, int))))[3] == -2 ** 63 + 1
+            assert s.manifest()["loops"]["sssp"]["wrapped"] is True
+            spark.conf.unset("spark.sql.ansi.enabled")
+        else:
+            assert s.run() != 0
+    assert s.manifest()["epoch"] == 0

@@ -292,6 +292,11 @@ def _relax(spread: str, fold: str = "min", dist: str = "w") -> str:
     ("select(id = e.dst, dist = best.dist * 2.0)", "min", "w", False),  # nor does a finite positive factor
     ("select(id = e.dst, dist = best.dist + cast(e.w as long))", "min", "cast(w as long)", False),  # (a long)
     ("select(id = e.dst, dist = best.dist + 1.5)", "max", "w", False),
+    # a filter: `-Infinity + w <= 5.0` is `NaN <= 5.0` (false) where a finite value passes
+    ("where(best.dist + e.w <= 5.0) | select(id = e.dst, dist = least(best.dist, e.w))", "min", "w", True),
+    # arithmetic that cannot overflow down to -Infinity leaves the value as good as the state's
+    ("derive(x = best.dist + 1.0) | select(id = e.dst, dist = x - e.w)", "min", "w", True),
+    ("derive(x = best.dist * 0.5) | select(id = e.dst, dist = x / 2.0 + e.w)", "min", "w", True),
 ])
 def test_a_min_whose_double_meets_an_infinity_is_guarded_against_minus_infinity(spread, fold, dist, guarded):
     """`-Infinity + Infinity` is NaN, which Spark orders above every number: a `min`'s best value, -Infinity,
@@ -304,10 +309,36 @@ def test_a_min_whose_double_meets_an_infinity_is_guarded_against_minus_infinity(
     assert ("must hold no -Infinity" in explain(plan)) is guarded
 
 
+@pytest.mark.parametrize("body", [
+    # through a join (with an import that does not grow, the stream on its right)
+    """best = d | reduce(by id, dist = min(dist))
+    t = best | join(e, on best.id == e.src) | select(id = e.dst, x = best.dist * 2.0, w = e.w)
+    relax = s | join(t, on s.v == t.id) | select(id, dist = x + w)""",
+    # through a union with a stream that went through none
+    """best = d | reduce(by id, dist = min(dist))
+    t = best | join(e, on best.id == e.src) | select(id = e.dst, dist, w = e.w)
+    relax = t | select(id, x = dist * 2.0, w) | union(t | select(id, x = dist, w)) | select(id, dist = x + w)""",
+    # through the feedback, into the variable, before any reduce
+    """x = d | select(id, dist = dist + cast(id as double))
+    best = x | reduce(by id, dist = min(dist))
+    relax = best | join(e, on best.id == e.src) | select(id = e.dst, dist = best.dist * 2.0)""",
+])
+def test_arithmetic_is_followed_through_joins_unions_and_the_feedback(body):
+    s = strategy(f"""out = loop l(d = edges | select(id = src, dist = w)) with (e = both, s = seeds) {{
+    {body}
+    feedback d <- relax
+    emit state best
+}}""")
+    assert not s.incremental
+    assert any("went through arithmetic of `double`s" in r for r in s.reasons), s.reasons
+
+
 @pytest.mark.parametrize("spread, fold, says", [
     ("select(id = e.dst, dist = best.dist + e.w)", "max", "adds `double`s under a `max`"),
     ("select(id = e.dst, dist = best.dist * 2.0 + e.w)", "min", "adds to `dist * 2.0`, which went through arithmetic"),
-    ("derive(x = best.dist + 1.0) | select(id = e.dst, dist = x - e.w)", "min", "adds to `x`, which went through"),
+    ("derive(x = best.dist - 1.0) | select(id = e.dst, dist = x - e.w)", "min", "adds to `x`, which went through"),
+    ("derive(t = best.dist * 2.0) | where(t + e.w <= 5.0) | select(id = e.dst, dist = least(best.dist, e.w))", "min",
+     "adds to `t`, which went through"),
 ])
 def test_a_double_whose_nan_no_state_shows_makes_the_loop_recomputed(spread, fold, says):
     """Where -Infinity meeting an infinity cannot be seen in a `min`'s state, the loop is recomputed: a `max`
@@ -325,6 +356,11 @@ def test_integer_arithmetic_on_an_ordered_value_is_named_for_the_runtime():
     assert strategy(cc(spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = best.label + 1)")) \
         .wraps == "`label + 1` in select `spread` (line 8)"
     assert strategy(cc()).wraps == ""  # the label passes as it is
+    top = "labels | reduce(by id, label = max(label))"
+    assert strategy(cc(best=top, spread="best | join(e, on best.id == e.src) | where(best.label + 1 > 0) | "
+                                        "select(id = e.dst, label = best.label)")).wraps == "`label + 1` in where (line 8)"
+    assert strategy(cc(spread="best | join(e, on best.id == e.src) | select(id = e.dst, label = -best.label) | "
+                              "select(id, label = -label)")).wraps == "`-label` in select (line 8)"
     assert strategy(_relax("select(id = e.dst, dist = best.dist + e.w)")).wraps == ""  # (doubles: `guards`)
 
 

@@ -364,6 +364,35 @@ def test_a_kill_while_an_epoch_that_left_minus_infinity_runs_again_from_nothing(
     assert sorted(e for e, _ in writes) == [0, 1, 2], writes
 
 
+def test_a_run_from_nothing_killed_after_its_last_snapshot_is_resumed_not_run_a_third_time(tmp_path):
+    """`--snapshot-every 1`: the run from nothing that follows an incremental epoch which left -Infinity takes
+    snapshots as any loop does. Killed once it finished its rounds (before the epoch commits), the next run
+    resumes it from its last snapshot, knows it for the run from nothing (the epoch's second activation), and
+    does not run the loop a third time; the sink equals the rounds in plain Python."""
+    f = Folder(tmp_path)
+    f.flow.write_text(SSSP)
+    inf = float("inf")
+    waves = [[(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], [(1, 3, -inf), (4, 5, 1.0), (5, 6, 1.0)]]
+    for i, wave in enumerate(waves):
+        (tmp_path / "in" / f"w{i:03d}.json").write_text(
+            "".join(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave))
+        time.sleep(0.01)
+    snap = ("--snapshot-every", "1")
+    proc = f.start(*snap, fault="stream-loop-redone", incremental="always")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert f.committed() == 0
+    again = f.start(*snap, "--report", str(tmp_path / "r.json"), incremental="always")
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    (epoch,) = json.loads((tmp_path / "r.json").read_text())["epochs"]
+    assert epoch["resumed_from"]["stack"][0]["activation"] == 2, epoch["resumed_from"]
+    assert "ran again from nothing (resumed from its snapshot)" in epoch["loops"][0]["why"], epoch["loops"]
+    got = read_output(str(tmp_path / "out" / "distances"), (int, float))
+    want = reference.sssp_rounds([e for wave in waves for e in wave], 1)
+    assert {k: reference.spark_order(v) for k, v in got} == {k: reference.spark_order(v) for k, v in want.items()}
+
+
 def test_ctrl_c_stops_at_an_epoch_boundary(tmp_path):
     """SIGINT (Ctrl-C) while an epoch's loop runs: the epoch finishes and commits, then the query stops,
     exit 0, saying where it stopped."""
