@@ -17,6 +17,7 @@ import pytest
 
 import reference
 from conftest import read_output, write_csv
+from test_streaming import SSSP as STREAM_SSSP
 
 pytestmark = pytest.mark.spark
 
@@ -319,17 +320,9 @@ def test_a_loop_killed_mid_epoch_resumes_from_its_snapshot(tmp_path):
     assert not loops.exists() or not os.listdir(loops)  # an epoch's loop snapshots go when it commits
 
 
-SSSP = """pipeline sinf
-source edges = stream files("in", format = "json", max_files_per_epoch = 1) schema (src: long, dst: long, w: double)
-start = edges | where(src == 1) | group(by id = src) | select(id, dist = 0.0)
-dists = loop sssp(d = start) with (e = edges) {
-    best  = d | reduce(by id, dist = min(dist))
-    relax = best | join(e, on best.id == e.src) | select(id = e.dst, dist = best.dist + e.w)
-    feedback d <- relax
-    emit state best
-}
-sink dists -> csv("out/distances", header = true)
-"""
+# test_streaming.SSSP, one file an epoch
+SSSP = STREAM_SSSP.replace('format = "json")', 'format = "json", max_files_per_epoch = 1)')
+assert SSSP != STREAM_SSSP
 
 
 def test_a_kill_while_an_epoch_that_left_minus_infinity_runs_again_from_nothing(tmp_path):
