@@ -344,7 +344,6 @@ class EpochLoops:
 
         if mode == "off":
             return recomputed(f"incremental evaluation is off ({INCREMENTAL}=off)")
-
         unseen = [op for op, p in prints.items() if p is None]
         if unseen:
             return recomputed(f"{self._describe(unseen[0])} is not on this machine's file system: whether it "
@@ -366,6 +365,9 @@ class EpochLoops:
                                   f"{self._describe(merged[0])} was compacted since: its records after epoch "
                                   f"{since} are no longer apart from the older ones")
             new = sum(p["rows"] for op in strategy.streams for p in parts[op])
+        if strategy.wraps and before.get("wrapped") and not wrapping(self.spark):  # (even with no new input)
+            return recomputed(f"epoch {before['epoch']}'s fixpoint was computed with {ANSI}=false, where an "
+                              f"overflow of {strategy.wraps} wraps around; with it on, an overflow fails the run")
         if new == 0:
             return Decision("incremental", "no new input reaches it: its fixpoint carries over, no round runs",
                             unchanged=True, rows=rows, sources=prints, since=since)
@@ -375,9 +377,6 @@ class EpochLoops:
             return recomputed(f"{strategy.wraps} is arithmetic of integers, and with {ANSI}=false an overflow wraps "
                               "around to the lowest value instead of failing: a better value could give a worse "
                               "result")
-        if strategy.wraps and before.get("wrapped"):
-            return recomputed(f"epoch {before['epoch']}'s fixpoint was computed with {ANSI}=false, where an "
-                              f"overflow of {strategy.wraps} wraps around; with it on, an overflow fails the run")
         share = new / (rows - new) if rows > new else float("inf")
         adds = "the epoch adds" if since == last["epoch"] else f"the epochs since epoch {since}'s fixpoint add"
         if mode == "auto" and share > limit:
