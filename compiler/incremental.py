@@ -362,8 +362,7 @@ def _order_problems(plan: Plan, scope: Scope) -> tuple[list[str], dict]:
     body feeds back, which may take a trend from the variable only after several feedbacks."""
     trends: dict[str, dict] = {}
     problems: dict[str, None] = {}  # what any pass found (a node found wrong passes on no trend after it)
-    fields = sum(len(plan.nodes[n].schema.fields) for n in scope.nodes if plan.nodes[n].schema is not None)
-    for _ in range(len(scope.nodes) * (fields + 2)):  # a trend moves at least one node or field a pass
+    for _ in range(_passes(plan, scope)):
         before = {k: dict(v) for k, v in trends.items()}
         for nid in scope.nodes:
             node = plan.nodes[nid]
@@ -375,6 +374,13 @@ def _order_problems(plan: Plan, scope: Scope) -> tuple[list[str], dict]:
         if trends == before:
             break
     return list(problems), trends
+
+
+def _passes(plan: Plan, scope: Scope) -> int:
+    """At most how many passes over the body a per-column analysis takes to settle: each pass moves what it
+    follows at least one node or field further."""
+    fields = sum(len(plan.nodes[n].schema.fields) for n in scope.nodes if plan.nodes[n].schema is not None)
+    return len(scope.nodes) * (fields + 2)
 
 
 def _node_trends(plan: Plan, scope: Scope, node: ops.Operator, trends: dict) -> dict:
@@ -482,8 +488,7 @@ def _trend(x: TExpr, cols: dict, sided: bool = False) -> Optional[str]:
             raise _NotMonotone(f"`{expr_text(x)}` divides by a value that changes")
         operand, factor = x.args if args[0] else reversed(x.args)  # (the changing value, the other)
         moving = args[0] or args[1]
-        if isinstance(factor, TLit) and isinstance(factor.value, (int, float)) and factor.value != 0 \
-                and math.isfinite(factor.value):  # (`0 * inf` is NaN)
+        if _finite_literal(factor) and factor.value != 0:  # (`0 * inf` is NaN)
             return moving if factor.value > 0 else _flip(moving, operand, x)
     if x.fn == "cast" and _widens(x.args[0].type, x.type):
         return args[0]
@@ -559,9 +564,8 @@ def _infinities(plan: Plan, scope: Scope, trends: dict) -> tuple[tuple, list[str
       keep, and a batch run may push it before a better one arrives;
     - a problem for a `+`/`-` of a value a `min` keeps that went through arithmetic of `double`s since the state:
       an overflow there can make a finite value -Infinity, which no state shows."""
-    fields = sum(len(plan.nodes[n].schema.fields) for n in scope.nodes if plan.nodes[n].schema is not None)
     dirty: dict[str, frozenset] = {}  # node -> its columns holding values that went through arithmetic
-    for _ in range(len(scope.nodes) * (fields + 2)):
+    for _ in range(_passes(plan, scope)):
         before = dict(dirty)
         for nid in scope.nodes:
             dirty[nid] = _dirty(plan, scope, plan.nodes[nid], trends, dirty)
@@ -569,29 +573,24 @@ def _infinities(plan: Plan, scope: Scope, trends: dict) -> tuple[tuple, list[str
             break
     problems: dict[str, None] = {}
     meets = False
-    for nid in scope.nodes:
-        node = plan.nodes[nid]
-        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce, ops.Where)):
+    for node, cols, call in _value_calls(plan, scope, trends):
+        trend = _trend(call, cols) if call.fn in NAN_MAKERS and call.type == "double" else None
+        if trend is None or not _may_be_nan(call, cols):
             continue
-        cols, after = trends.get(node.inputs[0], {}), dirty.get(node.inputs[0], frozenset())
-        for x in _values(node):
-            for call in _calls(x):
-                trend = _trend(call, cols) if call.fn in NAN_MAKERS and call.type == "double" else None
-                if trend is None or not _may_be_nan(call, cols):
-                    continue
-                where = f"{_named(node)}{_at(node)}: `{expr_text(call)}`"
-                if trend == "high":
-                    problems[f"{where} adds `double`s under a `max`, and `-Infinity + Infinity` is NaN, which Spark "
-                             "orders above every number: the worst value would give the best result, and a run over "
-                             "all input may push it before a better one arrives"] = None
-                    continue
-                inner = next((a for a in call.args if _trend(a, cols) and _arithmetic(a, cols, after)), None)
-                if inner is not None:
-                    problems[f"{where} adds to `{expr_text(inner)}`, which went through arithmetic of `double`s "
-                             "since a `min` kept it: an overflow can make it -Infinity, and `-Infinity + Infinity` "
-                             "is NaN, which Spark orders above every number"] = None
-                    continue
-                meets = True
+        where = f"{_named(node)}{_at(node)}: `{expr_text(call)}`"
+        if trend == "high":
+            problems[f"{where} adds `double`s under a `max`, and `-Infinity + Infinity` is NaN, which Spark orders "
+                     "above every number: the worst value would give the best result, and a run over all input may "
+                     "push it before a better one arrives"] = None
+            continue
+        after = dirty.get(node.inputs[0], frozenset())
+        inner = next((a for a in call.args if _trend(a, cols) and _arithmetic(a, cols, after)), None)
+        if inner is not None:
+            problems[f"{where} adds to `{expr_text(inner)}`, which went through arithmetic of `double`s since a "
+                     "`min` kept it: an overflow can make it -Infinity, and `-Infinity + Infinity` is NaN, which "
+                     "Spark orders above every number"] = None
+            continue
+        meets = True
     if problems or not meets:
         return (), list(problems)
     guards = tuple((n.id, name) for n in (plan.nodes[i] for i in scope.nodes) if isinstance(n, ops.Reduce)
@@ -603,16 +602,9 @@ def _wraps(plan: Plan, scope: Scope, trends: dict) -> str:
     """The first arithmetic of `int`s or `long`s on a value a `min`/`max` keeps, as the user wrote it (where and
     what), or "": it keeps the order while an overflow fails the run (Spark's ANSI mode, the default), not where
     one wraps around (`spark.sql.ansi.enabled=false`: `Long.MaxValue + 1` is the lowest `long`)."""
-    for nid in scope.nodes:
-        node = plan.nodes[nid]
-        if not isinstance(node, (ops.Select, ops.Derive, ops.Reduce, ops.Where)):
-            continue
-        cols = trends.get(node.inputs[0], {})
-        for x in _values(node):
-            for call in _calls(x):
-                if call.fn in ("+", "-", "*", "neg") and call.type in ("int", "long") \
-                        and _trend_quiet(call, cols, False):
-                    return f"`{expr_text(call)}` in {_named(node)}{_at(node)}"
+    for node, cols, call in _value_calls(plan, scope, trends):
+        if call.fn in ("+", "-", "*", "neg") and call.type in ("int", "long") and _trend_quiet(call, cols, False):
+            return f"`{expr_text(call)}` in {_named(node)}{_at(node)}"
     return ""
 
 
@@ -637,6 +629,17 @@ def _dirty(plan: Plan, scope: Scope, node: ops.Operator, trends: dict, dirty: di
     if isinstance(node, ops.Join):
         return frozenset(n for n in node.schema.names() if n in (ins[0] if n in node.left_fields else ins[1]))
     return frozenset()
+
+
+def _value_calls(plan: Plan, scope: Scope, trends: dict):
+    """Every call in an expression of the body that computes with values a `min`/`max` keeps (`_values`): (its
+    operator, the trends of the operator's input, the call)."""
+    for nid in scope.nodes:
+        node = plan.nodes[nid]
+        cols = trends.get(node.inputs[0], {}) if node.inputs else {}
+        for x in _values(node):
+            for call in _calls(x):
+                yield node, cols, call
 
 
 def _values(node: ops.Operator) -> list:
@@ -666,19 +669,26 @@ def _arithmetic(x: TExpr, cols: dict, dirty: frozenset) -> bool:
 def _bounded(call: TCall, cols: dict) -> bool:
     """Does arithmetic `call` keep every finite value of the ordered operand finite or above it (no overflow down
     to -Infinity)? Adding a literal >= 0, subtracting one <= 0, multiplying by one in (0, 1], dividing by one >= 1."""
-    others = [a for a in call.args if not _trend_quiet(a, cols, False)]
-    if len(others) != 1 or not (isinstance(others[0], TLit) and isinstance(others[0].value, (int, float))
-                                and math.isfinite(others[0].value)):
+    literal = _literal_operand(call, cols)
+    if literal is None:
         return False
-    c = others[0].value
-    if call.fn == "-" and call.args[1] is others[0]:
+    c, second = literal.value, call.args[1] is literal
+    if call.fn == "-" and second:
         return c <= 0
-    return {"+": c >= 0, "*": 0 < c <= 1, "/": call.args[1] is others[0] and c >= 1}.get(call.fn, False)
+    return {"+": c >= 0, "*": 0 < c <= 1, "/": second and c >= 1}.get(call.fn, False)
 
 
 def _may_be_nan(call: TCall, cols: dict) -> bool:
     """Can `call` (a `+`/`-` of a value a `min`/`max` keeps) give NaN from numbers? Not when its other operand is a
     finite literal: only an infinity meeting the opposite one does."""
+    return _literal_operand(call, cols) is None
+
+
+def _literal_operand(call: TCall, cols: dict) -> Optional[TLit]:
+    """The operand of `call` that is not an ordered value, when it is the only one and a finite number literal."""
     others = [a for a in call.args if not _trend_quiet(a, cols, False)]
-    return len(others) != 1 or not (isinstance(others[0], TLit) and isinstance(others[0].value, (int, float))
-                                    and math.isfinite(others[0].value))
+    return others[0] if len(others) == 1 and _finite_literal(others[0]) else None
+
+
+def _finite_literal(x: TExpr) -> bool:
+    return isinstance(x, TLit) and isinstance(x.value, (int, float)) and math.isfinite(x.value)
