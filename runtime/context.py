@@ -453,8 +453,7 @@ class RunContext:
             return act, outputs
         self.progress.trace(f"loop {spec.scope}: {start.holds} holds -Infinity after the incremental epoch: "
                             "running it again from nothing")
-        carried = {id(df) for held in start.states.values() if len(held) > 2 for df in held[2][:3:2]
-                   if df is not None}
+        carried = start.carried_frames()
         self.release([df for st in act.states.values() for df in st.parts() if id(df) not in carried]
                      + [df for cks in act.emitted.values() for df in cks])
         start.redone(start.holds)

@@ -172,6 +172,10 @@ class Start:
             return chosen
         return Parallelism(n, why, chosen.input_bytes)
 
+    def carried_frames(self) -> set:
+        """The ids of the frames of `states` that the previous epoch left in this process (not read back)."""
+        return {id(df) for held in self.states.values() if len(held) > 2 for df in _frames(held)}
+
     def redone(self, held: str, resumed: bool = False) -> None:
         """The epoch's incremental run left -Infinity in a state it guards: it runs again from nothing (`resumed`:
         it did, and was resumed from its snapshot after a restart)."""
@@ -423,7 +427,7 @@ class EpochLoops:
                 start.carried, start.carried_rows = dict(carry.pieces), dict(carry.rows)
                 start.kept_in = carry.partitions
                 if carry.checked:
-                    start.clean = {id(df) for held in carry.states.values() for df in _frames(held)}
+                    start.clean = start.carried_frames()
             else:
                 start.states = self.load(scope, kept)
             if not start.unchanged:
@@ -629,18 +633,15 @@ def negative_infinity(run: RunContext, spec: LoopSpec, act, clean: set = frozens
     those known to hold none (`clean`: the previous epoch's, still in use). A key holds -Infinity in the merged
     state when its main or its overlay does: the overlay folds with `min`."""
     probes = []
-    for op, column in spec.strategy.guards:
+    for i, (op, column) in enumerate(spec.strategy.guards):
         state = act.states.get(op)
         for df in state.parts() if state is not None else ():
             if id(df) not in clean:
-                probes.append(df.where(F.col(column) == float("-inf"))
-                              .select(F.concat_ws("\t", F.lit(op), F.lit(column)).alias("held")))
-    if not probes:
-        return None
-    found = union_all(probes).agg(F.min("held")).collect()[0][0]
+                probes.append(df.where(F.col(column) == float("-inf")).select(F.lit(i).alias("guard")))
+    found = union_all(probes).agg(F.min("guard")).collect()[0][0] if probes else None
     if found is None:
         return None
-    op, column = found.split("\t")
+    op, column = spec.strategy.guards[found]
     return f"`{column}` of {run.describe(op)}"
 
 

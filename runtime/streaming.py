@@ -619,13 +619,13 @@ class StreamRun:
                 for op, s in self.streams.items():
                     run.epoch.inputs[op] = self.store.frame(self.spark, op, s.schema, sources[op]["parts"])
                 decisions = self.loops.decisions(last, sources, new_parts)
-                entry["strategies"] = {scope: {"strategy": d.strategy, "why": d.why} for scope, d in decisions.items()}
                 started_loops = time.perf_counter()
                 run.epoch.loops = self.loops.starts(decisions, last, functools.partial(self._since, last, new_parts))
                 entry["loops_start_seconds"] = round(time.perf_counter() - started_loops, 4)
                 self.module.pipeline(run)
                 run.finish()
-                # (a loop whose incremental run left -Infinity in a guarded state ran again: RunContext._guarded)
+                # (after the run: a loop whose incremental run left -Infinity in a guarded state ran again from
+                # nothing, `RunContext._guarded`)
                 decisions = {**decisions, **{scope: start.decision for scope, start in run.epoch.loops.items()}}
                 entry["strategies"] = {scope: {"strategy": d.strategy, "why": d.why} for scope, d in decisions.items()}
                 kept = time.perf_counter()
