@@ -134,8 +134,7 @@ def _claim(path: str) -> bool:
     lock = path + _RECORDING
     mine = f"{lock}{_PENDING}{os.getpid()}"
     try:
-        with open(mine, "w", encoding="utf-8") as fh:
-            fh.write(str(os.getpid()))
+        _write_pid(mine, os.getpid())
         for _ in range(2):
             try:
                 os.link(mine, lock)  # (the claim appears whole, with its pid, or not at all)
@@ -167,11 +166,16 @@ def _hand_over(path: str, pid: int) -> None:
     """The recording process's claim passes to its helper `pid` (`_claim`)."""
     lock = path + _RECORDING
     try:
-        with open(f"{lock}{_PENDING}{os.getpid()}", "w", encoding="utf-8") as fh:
-            fh.write(str(pid))
-        os.replace(fh.name, lock)
+        os.replace(_write_pid(f"{lock}{_PENDING}{os.getpid()}", pid), lock)
     except OSError:
         pass
+
+
+def _write_pid(path: str, pid: int) -> str:
+    """A claim's file, written beside the claim (`<archive>.recording.tmp-<pid>`) to be moved or linked in whole."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(str(pid))
+    return path
 
 
 def _failed_lately(path: str) -> bool:
