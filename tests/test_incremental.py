@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 import reference
-from test_streaming import CC, SSSP, Stream, random_edges
+from test_streaming import CC, SSSP, Stream, random_edges, write_weighted_json
 
 pytestmark = pytest.mark.spark
 
@@ -114,8 +114,7 @@ def sssp_waves(spark, tmp_path) -> None:
         new = [(rng.randrange(40) if wave else 1, rng.randrange(40), float(rng.randint(1 if wave < 4 else 0, 9)))
                for _ in range(25 if wave == 0 else 8)]
         edges += new
-        with open(tmp_path / "in" / f"w{wave}.json", "w") as fh:
-            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in new)
+        write_weighted_json(tmp_path / "in" / f"w{wave}.json", new)
         assert s.run(report=str(tmp_path / "run.json")) == 0
         lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
         assert lp["strategy"] == ("incremental" if wave else "recomputed"), lp
@@ -414,8 +413,7 @@ def test_an_epoch_that_leaves_minus_infinity_in_a_state_is_run_again_from_nothin
     edges, whys = [], []
     for i, wave in enumerate(waves):
         edges += wave
-        with open(tmp_path / "on" / "in" / f"w{i}.json", "w") as fh:
-            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        write_weighted_json(tmp_path / "on" / "in" / f"w{i}.json", wave)
         assert s.run(report=str(tmp_path / "run.json")) == 0
         lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
         whys.append((lp["strategy"], lp["why"]))
@@ -430,8 +428,7 @@ def test_an_epoch_that_leaves_minus_infinity_in_a_state_is_run_again_from_nothin
     incremental("off")
     off = Stream(spark, tmp_path / "off", SSSP)
     for i, wave in enumerate(waves):
-        with open(tmp_path / "off" / "in" / f"w{i}.json", "w") as fh:
-            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        write_weighted_json(tmp_path / "off" / "in" / f"w{i}.json", wave)
         assert off.run() == 0
     assert {k: reference.spark_order(v) for k, v in off.output("distances", (int, float))} == \
         {k: reference.spark_order(v) for k, v in s.output("distances", (int, float))}
@@ -460,8 +457,7 @@ def test_long_arithmetic_that_wraps_around_makes_the_loop_recomputed(spark, tmp_
     edges = []
     for i, wave in enumerate(waves):
         edges += wave
-        with open(tmp_path / "in" / f"w{i}.json", "w") as fh:
-            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        write_weighted_json(tmp_path / "in" / f"w{i}.json", wave)
         assert s.run(report=str(tmp_path / "run.json")) == 0
         lp = epoch_loop(str(tmp_path / "run.json"), "sssp")
         assert dict(list(s.output("distances", (int, int)))) == \
@@ -479,8 +475,7 @@ def test_a_fixpoint_that_wrapped_around_is_no_start_once_overflows_fail(spark, t
     incremental("always")
     s = Stream(spark, tmp_path, LONG_SSSP.replace("param source_id: long = 1", "param source_id: long = 0"))
     for i, wave in enumerate([[(0, 1, 1), (1, 2, 1), (2, 3, 2 ** 63 - 1)], [(0, 5, 1)]]):
-        with open(tmp_path / "in" / f"w{i}.json", "w") as fh:
-            fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave)
+        write_weighted_json(tmp_path / "in" / f"w{i}.json", wave)
         if i == 0:
             assert s.run() == 0
             assert dict(list(s.output("distances", (int, int))))[3] == -2 ** 63 + 1

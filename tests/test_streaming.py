@@ -134,6 +134,13 @@ class Stream:
             return json.load(fh)
 
 
+def write_weighted_json(path, edges) -> None:
+    """Weighted edges (src, dst, w) as a JSON-lines file (Python writes infinities as `Infinity`, which Spark's
+    JSON reader takes)."""
+    with open(path, "w") as fh:
+        fh.writelines(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in edges)
+
+
 def random_edges(rng, n, vertices):
     return [(rng.randrange(vertices), rng.randrange(vertices)) for _ in range(n)]
 
@@ -215,7 +222,7 @@ def test_loops_over_waves_equal_the_reference(spark, tmp_path, kind):
         if kind == "sssp":
             new = [(u, v, float(rng.randint(1, 9))) for u, v in new] + ([(1, 2, 1.0)] if wave == 0 else [])
             path = tmp_path / "in" / f"w{wave}.json"
-            path.write_text("".join(json.dumps({"src": u, "dst": v, "w": w}) + "\n" for u, v, w in new))
+            write_weighted_json(path, new)
         elif kind == "pagerank":
             spark.createDataFrame(new, "src bigint, dst bigint").coalesce(1).write.parquet(
                 str(tmp_path / "staged" / f"w{wave}"))

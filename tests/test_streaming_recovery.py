@@ -17,7 +17,7 @@ import pytest
 
 import reference
 from conftest import read_output, write_csv
-from test_streaming import SSSP as STREAM_SSSP
+from test_streaming import SSSP as STREAM_SSSP, write_weighted_json
 
 pytestmark = pytest.mark.spark
 
@@ -335,8 +335,7 @@ def test_a_kill_while_an_epoch_that_left_minus_infinity_runs_again_from_nothing(
     inf = float("inf")
     waves = [[(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], [(1, 3, -inf)], [(4, 5, 1.0)]]
     for i, wave in enumerate(waves):
-        (tmp_path / "in" / f"w{i:03d}.json").write_text(
-            "".join(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave))
+        write_weighted_json(tmp_path / "in" / f"w{i:03d}.json", wave)
         time.sleep(0.01)  # (distinct modification times: Spark reads the files in order)
     proc = f.start(fault="stream-loop-redo", incremental="always")
     out, err = proc.communicate(timeout=600)
@@ -367,8 +366,7 @@ def test_a_run_from_nothing_killed_after_its_last_snapshot_is_resumed_not_run_a_
     inf = float("inf")
     waves = [[(1, 2, 1.0), (2, 3, 4.0), (3, 4, inf)], [(1, 3, -inf), (4, 5, 1.0), (5, 6, 1.0)]]
     for i, wave in enumerate(waves):
-        (tmp_path / "in" / f"w{i:03d}.json").write_text(
-            "".join(json.dumps({"src": a, "dst": b, "w": w}) + "\n" for a, b, w in wave))
+        write_weighted_json(tmp_path / "in" / f"w{i:03d}.json", wave)
         time.sleep(0.01)
     snap = ("--snapshot-every", "1")
     proc = f.start(*snap, fault="stream-loop-redone", incremental="always")
