@@ -437,6 +437,10 @@ class Codegen:
         ]
         if combine:  # the variable's only reader combines what is fed back to it (Plan.feedback_combiner)
             lines.append(f"    combine={_py(combine)},")
+        defer, late = self.plan.deferred_feedback(scope)
+        if defer:  # the next round's job may compute what is fed back to these (Plan.deferred_feedback)
+            lines.append(f"    defer={_py({nodes[v].var: list(a) for v, a in defer.items()})},")
+            lines.append(f"    late={_py(list(late))},")
         if o.rounds is not None:
             lines.append(f"    rounds={self.constant(o.rounds)},")
         if o.until is not None:

@@ -202,6 +202,126 @@ class Plan:
             return reader.id
         return None
 
+    def deferred_feedback(self, scope: Scope) -> tuple[dict, tuple]:
+        """The loop variables whose fed-back records the executor may leave to the next round's job to compute
+        (`runtime/loop.py`, deferred feedback), and the operators that then run in that job; ({}, ()) if none.
+
+        A round stores what the next round reads (a checkpoint per fed-back stream). A stream computed from the
+        round's own stored results alone — the outputs of its `reduce`s and `distinct`s (filters on their state
+        checkpoints) and the imports, never a loop variable but through one of them — can instead be handed to
+        the next round as its plan: the next round's job computes it where it reads it, and the round stores one
+        frame less. Its lineage still ends at this round's checkpoints, so a round's plan does not grow.
+
+        What the executor then does not know after the round is how many records are in flight: it knows only
+        that there are none when every `reduce`/`distinct` the stream is computed from (its *anchors*, each
+        mapped to below) output nothing, because the stream is strict in them (empty when they are; `_anchors`).
+        Otherwise it runs the next round, which counts them. When that count is zero, that round was one the loop
+        would not have run: every variable empty. It must then change nothing: so every fed-back and emitted
+        stream of the body must be empty when all variables are (`_strict`), and the loop has no `until` and no
+        `emit last` (whose stream would be the extra round's, empty) and no nested loop.
+
+        The variable must have one reader (the plan is computed once, by it), and every operator the plan runs
+        (below the anchors) must be read by nothing but the plan: those run in the next round's job alone, and
+        their counters count there (`late`)."""
+        nodes = self.nodes
+        if (scope.kind == "pipeline" or scope.options.until is not None or any(e.mode == "last" for e in scope.emits)
+                or any(isinstance(nodes[n], ops.Loop) for n in scope.nodes)):
+            return {}, ()
+        outputs = [src for _, src in scope.feedback] + [e.node for e in scope.emits if e.mode == "all"]
+        if not all(self._strict(n, scope.id, {}) for n in outputs):
+            return {}, ()
+        defer, late = {}, []
+        for var in scope.vars:
+            sources = [src for v, src in scope.feedback if v == var]
+            if not sources or self.uses(var) != 1:
+                continue
+            anchors = [self._anchors(src, scope.id, {}) for src in sources]
+            if any(a is None for a in anchors):
+                continue
+            region = self._late_region(sources, scope.id)
+            mine = {src for v, src in scope.feedback if v == var}
+            if region is None or any(self._other_uses[n] != int(n in mine) for n in region):
+                continue
+            defer[var] = tuple(sorted(set().union(*anchors)))
+            late += [n for n in scope.nodes if n in region]
+        return defer, tuple(late)
+
+    _ROW_WISE = (ops.Select, ops.Derive, ops.Drop, ops.Where, ops.Explode, ops.Top, ops.Sort, ops.Limit)
+
+    def _passes_empty(self, n: ops.Operator) -> bool:
+        """`n` outputs nothing when its (only) input is empty: a row-wise operator or a keyed group."""
+        return isinstance(n, self._ROW_WISE) or (isinstance(n, ops.Group) and bool(n.keys))
+
+    def _strict_sides(self, n: ops.Operator) -> list[int]:
+        """The inputs of a join or union of which one empty (any of them) or all empty (`union`) empties it."""
+        if isinstance(n, ops.Join):
+            return {"inner": [0, 1], "semi": [0, 1], "left": [0], "anti": [0], "right": [1]}.get(n.how, [])
+        return []
+
+    def _strict(self, node_id: str, scope: str, memo: dict) -> bool:
+        """Is `node_id` empty in a round whose loop variables are all empty?"""
+        if node_id not in memo:
+            memo[node_id] = False  # (no cycles within a round; a guard all the same)
+            n = self.nodes[node_id]
+            if n.scope != scope or isinstance(n, (ops.LoopImport, ops.Values)):
+                out = False
+            elif isinstance(n, ops.LoopVar):
+                out = True
+            elif isinstance(n, (ops.Reduce, ops.Distinct)) or self._passes_empty(n):
+                out = self._strict(n.inputs[0], scope, memo)
+            elif isinstance(n, ops.Union):
+                out = all(self._strict(i, scope, memo) for i in n.inputs)
+            else:
+                out = any(self._strict(n.inputs[i], scope, memo) for i in self._strict_sides(n))
+            memo[node_id] = out
+        return memo[node_id]
+
+    def _anchors(self, node_id: str, scope: str, memo: dict) -> Optional[frozenset]:
+        """The `reduce`s and `distinct`s of `scope` that `node_id` is computed from, when it is empty whenever
+        they output nothing and reads no loop variable but through them; None otherwise."""
+        if node_id not in memo:
+            memo[node_id] = None
+            n = self.nodes[node_id]
+            out = None
+            if n.scope != scope or isinstance(n, (ops.LoopImport, ops.Values, ops.LoopVar)):
+                out = None
+            elif isinstance(n, (ops.Reduce, ops.Distinct)):
+                out = frozenset({node_id})
+            elif self._passes_empty(n):
+                out = self._anchors(n.inputs[0], scope, memo)
+            elif isinstance(n, ops.Union):
+                sides = [self._anchors(i, scope, memo) for i in n.inputs]
+                out = None if any(s is None for s in sides) else frozenset().union(*sides)
+            elif isinstance(n, ops.Join) and all(self._fixed(i, scope) for i in n.inputs):
+                sides = [self._anchors(n.inputs[i], scope, memo) for i in self._strict_sides(n)]
+                out = next((s for s in sides if s is not None), None)
+            memo[node_id] = out
+        return memo[node_id]
+
+    def _fixed(self, node_id: str, scope: str) -> bool:
+        """Does `node_id` read no loop variable of `scope` but through a `reduce` or `distinct` (its records are
+        known once the round's states are stored)?"""
+        n = self.nodes[node_id]
+        if n.scope != scope or isinstance(n, (ops.Reduce, ops.Distinct)):
+            return True
+        if isinstance(n, (ops.LoopVar, ops.Loop)):
+            return False
+        return all(self._fixed(i, scope) for i in n.inputs)
+
+    def _late_region(self, sources: list, scope: str) -> Optional[set]:
+        """The operators of `scope` a deferred plan of `sources` runs: theirs and their inputs', down to (not
+        with) the `reduce`s, `distinct`s and imports. None if one of them is read by an operator outside it."""
+        region, todo = set(), list(sources)
+        while todo:
+            n = self.nodes[todo.pop()]
+            if n.id in region or n.scope != scope or isinstance(n, (ops.Reduce, ops.Distinct, ops.LoopImport)):
+                continue
+            region.add(n.id)
+            todo += n.inputs
+        if any(c not in region for n in region for c in self.consumers(n)):
+            return None
+        return region
+
     # ---- identity ----------------------------------------------------------------------------------
 
     def fingerprint(self) -> str:

@@ -39,7 +39,7 @@ from scopeflow.runtime.state import OVERLAY_MIN_KEYS, OVERLAY_SHARE
 from scopeflow.stdlib import inputs
 from scopeflow.stdlib.functions import AGGREGATES
 from scopeflow.stdlib.paths import local_path, resolve
-from scopeflow.stdlib.settings import COMBINE_ABOVE, PLAN_AHEAD, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
+from scopeflow.stdlib.settings import COMBINE_ABOVE, DEFER_FEEDBACK, PLAN_AHEAD, STATE_OVERLAY, STATE_OVERLAY_MIN_KEYS
 from scopeflow.stdlib.sinks import FILE_SINKS
 
 # Inside loops: one Spark job per round needs no adaptive re-planning (it submits
@@ -147,6 +147,7 @@ class RunContext:
         self._combine_above: Optional[int] = None
         self._overlay: Optional[tuple] = None
         self._plan_ahead: Optional[str] = None  # the setting, once read ("false": never)
+        self._defer: Optional[bool] = None  # spark.scopeflow.deferFeedback, once read
         self.job_seconds: dict = {}  # loop scope -> the seconds its last round's Spark job took (planAhead=auto)
         self._handles: dict = {}
         self._notes: set = set()
@@ -192,6 +193,15 @@ class RunContext:
             able = self.checkpoints.counted_by_job and not is_connect(self.spark) and jobs.pinned_threads(self.spark)
             self._plan_ahead = mode if mode in ("auto", "true") and able else "false"
         return None if self._plan_ahead == "false" else self._plan_ahead
+
+    def defer_feedback(self) -> bool:
+        """`spark.scopeflow.deferFeedback`: may a loop leave what a round feeds back to the next round's job
+        (`loop.LoopExecutor.defers`)? Only where the round's job fills the counters in its plans (they tell
+        whether anything is in flight)."""
+        if self._defer is None:
+            on = read_setting(self.spark, DEFER_FEEDBACK, "true").strip().lower() == "true"
+            self._defer = on and self.checkpoints.counted_by_job and not is_connect(self.spark)
+        return self._defer
 
     def overlay(self) -> tuple[float, int]:
         """`spark.scopeflow.stateOverlay` and `spark.scopeflow.stateOverlayMinKeys`: up to what share of a state's
@@ -534,12 +544,14 @@ class RunContext:
             frames = [df for df in frames if not self.snapshots.is_pinned(df)]
         self.checkpoints.release(frames)
 
-    def round_done(self, spec: LoopSpec, number: int, record) -> None:
+    def round_done(self, spec: LoopSpec, number: int, record) -> tuple:
+        """Report a round; return its report entries (`RunReport.round_done`)."""
         self.interrupts.check()  # Ctrl-C: no next round (a snapshot due after this one is not taken either)
-        self.report.round_done(spec, number, record)
+        entries = self.report.round_done(spec, number, record)
         self.progress.round_finished(spec, number, record)
         if self.trace:
             self.progress.trace(record.attempt.describe())
+        return entries
 
     # ---- snapshots ----------------------------------------------------------------------------------------
 

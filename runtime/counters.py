@@ -12,6 +12,7 @@ from scopeflow.runtime.deployment import is_connect
 
 FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
 NEW_KEYS_COUNTER = "_sf_nk:"  # observe name of a state overlay's count of keys not in main (+ the state's key)
+LATE = "@"  # `op@round`: a counter in a deferred feedback's plan, which the next round's job fills (runtime/loop.py)
 INTERNAL = "_sf_"  # the start of every counter name above: none names an operator
 
 
@@ -83,7 +84,7 @@ def operator_times(frames: list) -> dict:
             node, op, fused = stack.pop()
             name = node.nodeName()
             if name == "CollectMetrics" and not node.name().startswith(INTERNAL):
-                op = node.name()
+                op = node.name().split(LATE, 1)[0]  # (a deferred plan's `op@round`: the operator's time all the same)
             if name.startswith("WholeStageCodegen"):
                 fused = True
                 ms = _timing_ms(node, only="pipelineTime")

@@ -8,6 +8,10 @@ and what the next round and the outputs need is checkpointed, lazily), runs its 
 activation advances to the next round. A snapshot stores the activations of the scope stack,
 and a resumed run starts from the one it restores.
 
+A feedback computed from the round's `reduce`/`distinct` outputs and imports alone may be left to the next
+round's job (`LoopExecutor.defers`): the next round's variable is its plan over this round's state
+checkpoints, and that job's counters complete this round's counts (`late_counts`).
+
 While a round's job runs on another thread, the driver may plan the next round over the round's
 lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`). Planning a round is mostly JVM work
 (analysis, optimisation, physical planning) and costs about as much as a small round's job: a loop
@@ -25,7 +29,7 @@ from attrs import define, evolve, field
 from pyspark.sql import DataFrame
 
 from scopeflow.runtime import jobs
-from scopeflow.runtime.counters import FED_COUNTER
+from scopeflow.runtime.counters import FED_COUNTER, LATE
 from scopeflow.runtime.deployment import task_slots
 from scopeflow.runtime.checkpoints import unknown_partitioning
 from scopeflow.runtime.report import RoundRecord
@@ -78,6 +82,11 @@ class Planned:
     job_seconds: Optional[float] = None  # how long its Spark job took (`run_job`)
     adopted: bool = False  # its states adopted the frames its job stores (before the next round was planned)
     known: set = field(factory=set)  # (planned ahead) the states that existed before it was planned
+    # deferred feedback (`LoopExecutor.defers`): variable -> the counter of its records, which the next round's
+    # job fills; the keys its anchors changed; its report entries, completed by the next round (`late_counts`)
+    deferred: dict = field(factory=dict)
+    changed: dict = field(factory=dict)
+    entries: tuple = ()
 
     def run_job(self) -> tuple[dict, dict]:
         """Run its Spark job (`Round.materialise`); return the counts."""
@@ -121,6 +130,8 @@ class LoopExecutor:
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
         self.finished: Optional[float] = None  # when the last round ended
+        self.previous: Optional[Planned] = None  # the last round, if it deferred feedback its successor counts
+        self.fanout: dict = {}  # deferred variable -> records fed back per key its anchors changed, last known
         if spec.combine and run.checkpoints.counted_by_job:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
 
@@ -188,12 +199,15 @@ class LoopExecutor:
         if act.round == self.first:  # entry streams (or restored ones) are plans: materialise them with this round
             variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
         rnd.combined = {op: variables[v] for v, op in act.combined.items()}
+        rnd.defers = self.defers(act)
         outs = self.body(rnd, **variables, **self.imports)
         feedback = {v: self.feedback_frame(rnd, v, outs) for v in spec.vars}
         raw = dict(feedback)
-        fed = {v: combine(rnd, v, feedback, last_fed.get(v)) for v in spec.combine}
+        deferred = {v: self.deferred_counter(rnd, v, feedback) for v in spec.defer} if rnd.defers else {}
+        fed = {v: combine(rnd, v, feedback, last_fed.get(v)) for v in spec.combine if v not in deferred}
         fed = {v: counter for v, counter in fed.items() if counter is not None}  # variable -> counter of the raw
-        fb_ck = {v: rnd.checkpoint(f"feedback/{v}", df if v in fed else rnd.narrowed(df, self.narrow))
+        fb_ck = {v: df if v in deferred else
+                 rnd.checkpoint(f"feedback/{v}", df if v in fed else rnd.narrowed(df, self.narrow))
                  for v, df in feedback.items()}
         emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], self.narrow))
                    for e in spec.emits if e.mode in ("all", "last")}
@@ -207,7 +221,32 @@ class LoopExecutor:
         group = run.round_group(spec.scope, act.number, act.round)  # nested loops set their own groups
         props = jobs.local_properties(run.spark) if self.ahead_mode else None
         return Planned(rnd, group, variables, fed, fb_ck, emit_ck, until_ck, started, props,
-                       plan_seconds=time.perf_counter() - started)
+                       plan_seconds=time.perf_counter() - started, deferred=deferred)
+
+    def defers(self, act: Activation) -> bool:
+        """Does `act`'s round leave what it feeds back to the variables of `spec.defer` to the next round's job
+        (compiler/plan.py, `Plan.deferred_feedback`)? Such a variable holds, for the next round, the plan of its
+        records over this round's state checkpoints and the imports: the round stores one frame less and its
+        plan one checkpoint less (measured: benchmarks/RESULTS.md). Not in the executor's first round (its
+        variables are entry or restored streams, stored and counted as they are), not in a round after which
+        the loop may end by count (`rounds`, `max`: that decision needs the exact count) or a snapshot is due
+        (it stores what is in flight), and only where the round's job fills the counters
+        (`RunContext.defer_feedback`, `spark.scopeflow.deferFeedback`)."""
+        spec, protocol = self.spec, self.protocol
+        if not spec.defer or act.round == self.first or not self.run.defer_feedback():
+            return False
+        limit = min(self.max_rounds, protocol.rounds if protocol.rounds is not None else self.max_rounds)
+        snapshots = self.run.snapshots
+        return act.round + 1 < limit and (snapshots is None or not snapshots.due(spec, act.round))
+
+    @staticmethod
+    def deferred_counter(rnd: Round, var: str, feedback: dict) -> str:
+        """The counter of the records fed back to deferred `var`, in its plan (filled by the next round's job)."""
+        counter = rnd.counter_of(feedback[var])
+        if counter is None:
+            counter = rnd.counter(FED_COUNTER + var, late=True)
+            feedback[var] = rnd.run.counters.observe(feedback[var], counter)
+        return counter
 
     def may_plan_ahead(self, planned: Planned) -> bool:
         """Plan the next round while this one's job runs? Not after a loop's last round by count (`rounds`,
@@ -298,25 +337,57 @@ class LoopExecutor:
         folds = {op: state.commit(counts, op_counts) for op, state in act.states.items()}
         if rnd.index == self.first:
             self.first_round_counts(rnd, planned.variables, counts)
-        in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars}
-        stored = dict(in_flight)
+        self.late_counts(op_counts)
+        in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars if v not in planned.deferred}
+        stored = {**dict(in_flight), **{v: 0 for v in planned.deferred}}
+        for v, counter in planned.deferred.items():
+            if counter in op_counts:  # (counted by a counter of this round's job: e.g. a `select` of the reduce's output)
+                in_flight[v] = op_counts[counter]
+                continue
+            # none in flight if its anchors changed nothing, else some (or none after all: the next round counts them)
+            planned.changed[v] = changed = sum(op_counts.get(a, 1) for a in spec.defer[v])
+            in_flight[v] = 0 if changed == 0 else max(1, round(changed * self.fanout.get(v, 1.0)))
         for v, counter in fed.items():  # the records fed back, not the fewer combined ones stored
             if in_flight[v]:  # (zero combined records: zero fed back, whatever a counter says)
                 in_flight[v] = max(in_flight[v], counts.get(counter) or 0)
         op_counts.update({vid: act.received.get(var, 0) for var, vid in spec.var_nodes.items()})
         until_records = counts[rnd.key_of(planned.until_ck)] if planned.until_ck is not None else None
         attempt = self.protocol.attempt(act.round, in_flight, op_counts, until_records, rnd.nested)
+        if attempt.terminated and planned.deferred:  # (its anchors changed nothing: its deferred plans are empty)
+            op_counts.update({op: op_counts.get(op, 0) for op in spec.late})
         self.keep_outputs(planned.emit_ck)
         self.release(rnd, planned.variables, fb_ck)
         # (a round planned during the previous one's job: its time counts from that job's end)
         now = time.perf_counter()
         seconds = now - max(planned.started, self.finished or planned.started)
         self.finished = now
-        run.round_done(spec, act.number, RoundRecord(act.round, seconds, in_flight, op_counts, attempt, spark_jobs,
-                                                     stored, jobs_seen, rnd.plan_size, tasks,
-                                                     {op: how for op, how in folds.items() if how}, rnd.waves,
-                                                     rnd.ahead, planned.plan_seconds, planned.job_seconds))
+        planned.entries = run.round_done(spec, act.number, RoundRecord(
+            act.round, seconds, in_flight, op_counts, attempt, spark_jobs, stored, jobs_seen, rnd.plan_size, tasks,
+            {op: how for op, how in folds.items() if how}, rnd.waves, rnd.ahead, planned.plan_seconds,
+            planned.job_seconds, tuple(planned.deferred)))
+        self.previous = planned if planned.deferred and not attempt.terminated else None
         return attempt, fb_ck, in_flight, fed
+
+    def late_counts(self, op_counts: dict) -> None:
+        """Take out of this round's counters those of the previous round's deferred plans, which this round's job
+        ran (named `op@round`, `Round.counter`): the records that round fed back, and its operators' records.
+        Complete that round's report with them, and make them this round's variables' record counts."""
+        previous, self.previous = self.previous, None
+        late = {name: op_counts.pop(name) for name in [n for n in op_counts if LATE in n]}
+        if previous is None:
+            return
+        suffix = f"{LATE}{previous.rnd.index}"
+        fed = {v: late[counter] for v, counter in previous.deferred.items() if v in previous.changed and counter in late}
+        counts = {name[:-len(suffix)]: n for name, n in late.items()
+                  if name.endswith(suffix) and not name.startswith(FED_COUNTER)}
+        for name, base in previous.rnd.same_count.items():
+            if base in counts:
+                counts[name] = counts[base]
+        for v, n in fed.items():
+            if previous.changed.get(v):
+                self.fanout[v] = n / previous.changed[v]
+        self.act.received.update(fed)
+        self.run.report.late_counts(self.spec, previous.entries, counts, fed)
 
     def first_round_counts(self, rnd: Round, variables: dict, counts: dict) -> None:
         """What the first round learns: the records each variable held (a restored combined variable: as

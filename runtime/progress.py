@@ -28,7 +28,8 @@ class Progress:
         path = " › ".join(f"{s}#{a}" for s, a, _ in self.stack)
         flight = sum(record.in_flight.values())
         elapsed = time.perf_counter() - self.started
-        return Text(f"⟳ {path}  round {record.round}  in flight {flight:,}  elapsed {elapsed:.1f}s")
+        about = "~" if flight and record.deferred else ""  # (an estimate: the next round counts them)
+        return Text(f"⟳ {path}  round {record.round}  in flight {about}{flight:,}  elapsed {elapsed:.1f}s")
 
     def loop_started(self, spec, activation: int) -> None:
         self.stack.append((spec.scope, activation, time.perf_counter()))

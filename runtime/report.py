@@ -35,6 +35,9 @@ class RoundRecord:
     # it ran) and its Spark job; not rounded: `planAhead=auto` compares them as measured (tests check it by them)
     plan_seconds: Optional[float] = None
     job_seconds: Optional[float] = None
+    # variables whose records the next round's job computed (runtime/loop.py, deferred feedback): their `in_flight`
+    # is an estimate until that round's job counts them (`RunReport.late_counts`)
+    deferred: tuple = ()
 
 
 class RunReport:
@@ -68,18 +71,22 @@ class RunReport:
     def _loop(self, scope: str) -> dict:
         return self.doc["loops"].setdefault(scope, {"scope": scope, "activations": 0, "rounds": [], "attempts": 0})
 
-    def round_done(self, spec, number: int, record: RoundRecord) -> None:
+    def round_done(self, spec, number: int, record: RoundRecord) -> tuple[dict, dict]:
+        """Add a round; return its entries in "rounds" and "attempts" (which `late_counts` may complete)."""
         a = record.attempt
-        self.doc["rounds"].append({"scope": spec.scope, "activation": number, "round": record.round,
-                                   "seconds": round(record.seconds, 4), "in_flight": record.in_flight,
-                                   "stored": record.stored, "spark_jobs": record.spark_jobs, "waves": record.waves,
-                                   "plan_size": record.plan_size, "planned_ahead": record.ahead,
-                                   "plan_seconds": record.plan_seconds, "job_seconds": record.job_seconds,
-                                   "counts": record.counts,
-                                   **({"tasks": record.tasks} if record.tasks is not None else {}),
-                                   **({"states": record.states} if record.states else {}),
-                                   **({"jobs": record.jobs} if record.jobs else {})})
-        self.doc["attempts"].append(a.to_json())
+        entry = {"scope": spec.scope, "activation": number, "round": record.round,
+                 "seconds": round(record.seconds, 4), "in_flight": dict(record.in_flight),
+                 "stored": record.stored, "spark_jobs": record.spark_jobs, "waves": record.waves,
+                 "plan_size": record.plan_size, "planned_ahead": record.ahead,
+                 "plan_seconds": record.plan_seconds, "job_seconds": record.job_seconds,
+                 "counts": record.counts,
+                 **({"tasks": record.tasks} if record.tasks is not None else {}),
+                 **({"states": record.states} if record.states else {}),
+                 **({"jobs": record.jobs} if record.jobs else {}),
+                 **({"deferred": list(record.deferred)} if record.deferred else {})}
+        self.doc["rounds"].append(entry)
+        attempt = a.to_json()
+        self.doc["attempts"].append(attempt)
         loop = self._loop(spec.scope)
         loop["attempts"] += 1
         if a.terminated:
@@ -88,13 +95,28 @@ class RunReport:
         for op, n in record.counts.items():
             known = self.operators_known.get(op)
             if op in spec.operators:
-                entry = operators.setdefault(op, {"records": 0, "name": spec.operators[op][1]})
-                entry["records"] += n
+                total = operators.setdefault(op, {"records": 0, "name": spec.operators[op][1]})
+                total["records"] += n
             elif known is not None and known.scope == "pipeline":
                 # a pipeline-level input, computed once and cached: its counter is seen again each round
-                entry = operators.setdefault(op, {"records": 0, "name": self._label(op)})
-                entry["records"] = max(entry["records"], n)
+                total = operators.setdefault(op, {"records": 0, "name": self._label(op)})
+                total["records"] = max(total["records"], n)
             # else: an enclosing loop's operator, which that loop's own rounds count
+        return entry, attempt
+
+    def late_counts(self, spec, entries: tuple, counts: dict, fed: dict) -> None:
+        """Complete a round that deferred its feedback (`RoundRecord.deferred`) with what the next round's job
+        counted: the records it fed back (`in_flight`, also its attempt's) and the records of the operators of
+        the deferred plans, which ran in that job."""
+        entry, attempt = entries
+        entry["in_flight"].update(fed)
+        attempt["in_flight"].update(fed)
+        entry["counts"].update(counts)
+        for op, n in counts.items():
+            if op in spec.operators:
+                self.doc["operators"].setdefault(op, {"records": 0, "name": spec.operators[op][1]})["records"] += n
+            if op in attempt["operators"]:
+                attempt["operators"][op].update(records=n, status="BUSY" if n > 0 else "IDLE")
 
     def loop_done(self, scope: str, number: int, parallelism=None) -> None:
         """`parallelism`: the partitions an outermost loop's activation ran in (parallelism.Parallelism);

@@ -1,8 +1,9 @@
 """One round of a loop activation: the body's handle (`Round`, what generated round functions call) and the
 round's single Spark job (`Round.materialise`).
 
-Everything the round must keep — feedback, emitted records, new `reduce`/`distinct` state, shared streams,
-the `until` stream — is a lazy checkpoint; one action then computes and stores all of them in one Spark job,
+Everything the round must keep — feedback (unless the next round computes it: a deferred feedback,
+runtime/loop.py), emitted records, new `reduce`/`distinct` state, shared streams, the `until` stream — is a
+lazy checkpoint; one action then computes and stores all of them in one Spark job,
 which returns the size of each of their partitions and also fills every record counter (`observe`) in the
 round's plans (on a cluster, a checkpoint the round's other ones read is stored by a job of its own first:
 `Checkpoints.waves`). Lineage is cut every round, so a round's cost does not grow with the round count.
@@ -15,7 +16,7 @@ from typing import Callable, Optional
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime.counters import FED_COUNTER
+from scopeflow.runtime.counters import FED_COUNTER, LATE
 from scopeflow.runtime.state import DistinctState, ReduceState
 
 
@@ -46,6 +47,7 @@ class Round:
         self.combined: dict[str, DataFrame] = {}  # reduce -> its variable, holding the reduce's own aggregates
         self.waves = 1  # the Spark jobs the round's checkpoints are stored by (`Checkpoints.waves`)
         self.plan_size: Optional[int] = None
+        self.defers = False  # it leaves its feedback to the next round's job (`loop.LoopExecutor.defers`)
 
     # ---- what generated round functions call ---------------------------------------------------------
 
@@ -63,13 +65,20 @@ class Round:
         less in the round's plan, and one JVM call less every round."""
         base = self.same_count.get(same_as, same_as)
         # --report keeps every counter: they also mark where each operator's Spark time goes
-        if base is not None and not self.run.detailed and base in self._counted.values():
+        if base is not None and not self.run.detailed and self.counter(base) in self._counted.values():
             self.same_count[op] = base
-            self.same_rows(df, base)
+            self.same_rows(df, self.counter(base))
             return df
-        out = self.run.counters.observe(df, op)
-        self.same_rows(out, op)
+        name = self.counter(op)
+        out = self.run.counters.observe(df, name)
+        self.same_rows(out, name)
         return out
+
+    def counter(self, op: str, late: bool = False) -> str:
+        """The name of `op`'s counter: `op`, or `op@round` for an operator of a deferred feedback's plan (`late`
+        ones, `LoopSpec.late`), which the next round's job runs: that job reads it apart from its own counters
+        (`loop.LoopExecutor.late_counts`)."""
+        return f"{op}{LATE}{self.index}" if self.defers and (late or op in self.spec.late) else op
 
     def reduce(self, df: DataFrame, op: str, keys: list, aggs: list) -> DataFrame:
         """`reduce(by keys, name = fn(column), ...)`: fold the round's records into the keyed state."""
@@ -86,14 +95,18 @@ class Round:
             delta = df
         else:
             raise RuntimeError(f"internal error: reduce {op} reads a combined variable through another operator")
-        return self.count(state.step(self, delta), op)
+        out = state.step(self, delta)
+        self.same_rows(out, op)  # (counted by the state's checkpoint: `KeyedState._adopt`)
+        return out
 
     def distinct(self, df: DataFrame, op: str) -> DataFrame:
         state = self.states.get(op)
         if state is None:
             state = self.states[op] = DistinctState(op, df.columns)
             state.preload(self.preloaded.pop(op, None))
-        return self.count(state.step(self, df), op)
+        out = state.step(self, df)
+        self.same_rows(out, op)
+        return out
 
     def join(self, left: DataFrame, op: str, right, fn: Callable) -> DataFrame:
         """A join of the body with an import that grows (`fn(left, right)` is the join; the import is a frame or
@@ -195,9 +208,9 @@ class Round:
             observed = run.counters.observed(frames)
             counts.update({name: observed.pop(name, None) if name.startswith(FED_COUNTER) else observed.get(name)
                            for name in also})
-        for name, base in self.same_count.items():
-            if base in observed:
-                observed[name] = observed[base]
+        for name, base in self.same_count.items():  # (a late counter's base is late too: `late_counts` maps it)
+            if self.counter(base) in observed:
+                observed[name] = observed[self.counter(base)]
         if run.detailed and run.jvm_metrics:
             run.report.time_operators([(key, pre) for key, pre, _ in self.pending])
         return counts, observed

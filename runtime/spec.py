@@ -177,6 +177,10 @@ class LoopSpec:
     snapshot_recompute: bool = False
     var_nodes: dict = field(factory=dict)  # variable -> its operator id
     combine: dict = field(factory=dict)  # variable -> its only reader, a reduce or distinct (`loop.combine`)
+    # variable -> the reduce/distinct operators its feedback is computed from: the next round's job may compute it
+    # (`loop.LoopExecutor.defers`); `late`: the operators that then run in that job (their counters count there)
+    defer: dict = field(factory=dict)
+    late: frozenset = field(default=frozenset(), converter=frozenset)
     strategy: Optional[Strategy] = None  # a pipeline-level loop of a streaming pipeline: how epochs evaluate it
 
     @property

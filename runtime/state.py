@@ -110,6 +110,7 @@ class KeyedState:
                 "is_main": F.coalesce(~flag, F.lit(False)), "is_overlay": F.coalesce(flag, F.lit(False)),
                 "is_new": flag.isNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
                 "new_keys": F.count_if(F.col(NEW_KEY)).alias("n"), "keep": F.col(KEEP),
+                "changed": F.count_if(flag).alias("n"),
                 "keys": [F.col(k) for k in self.keys]}
         return cols[name]
 
@@ -205,7 +206,9 @@ class KeyedState:
 
     def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
         """Checkpoint the new main or overlay in the round's job; return the round's output (the flagged keys)."""
-        ck = rnd.checkpoint(self.key, new_state)
+        # the operator's counter: the keys the round changed, counted where the round's job computes them (its
+        # output, a filter on the checkpoint, may be computed by a later job: a deferred feedback)
+        ck = rnd.checkpoint(self.key, rnd.run.counters.observe(new_state, self.op, self._c("changed")))
         self._next = ck
         return self._select(ck.where(self._c("flagged")), "plain")
 

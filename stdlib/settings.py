@@ -18,6 +18,7 @@ CHECKPOINT_DIR = "spark.scopeflow.checkpointDir"
 CONNECT_RESET = "spark.scopeflow.connect.statsResetEvery"
 CONNECT_SCRATCH = "spark.scopeflow.connect.scratchDir"
 COMBINE_ABOVE = "spark.scopeflow.combineAbove"  # combine a reduce's feedback after rounds that fed back this many
+DEFER_FEEDBACK = "spark.scopeflow.deferFeedback"  # true | false: leave a feedback's computation to the next round
 INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
 INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
 INCREMENTAL_STATE_EVERY = "spark.scopeflow.incremental.stateEvery"  # epochs between an incremental loop's state writes
@@ -56,6 +57,8 @@ SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
     CONNECT_SCRATCH: (_any, ""),
     COMBINE_ABOVE: (lambda t: _within(t, int, 0),
                     "expected a number of records, at least 0 (e.g. 0: always combine a reduce's feedback)"),
+    DEFER_FEEDBACK: (_one_of("true", "false"),
+                     "expected true or false (false: every round stores what it feeds back)"),
     INCREMENTAL: (_one_of("auto", "off", "always"),
                   "expected auto, off or always (e.g. off: every epoch recomputes every loop)"),
     INCREMENTAL_MAX_CHANGE: (lambda t: _within(t, float, 0),

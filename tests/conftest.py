@@ -56,6 +56,15 @@ def combine_above(spark):
 
 
 @pytest.fixture
+def stored_feedback(spark):
+    """Every round stores what it feeds back (`spark.scopeflow.deferFeedback=false`), for one test: one that
+    tests how stored feedback is combined, counted or placed."""
+    spark.conf.set("spark.scopeflow.deferFeedback", "false")
+    yield
+    spark.conf.unset("spark.scopeflow.deferFeedback")
+
+
+@pytest.fixture
 def plan_ahead(spark):
     """Set `spark.scopeflow.planAhead` for the runs of one test (each run reads it as it starts)."""
     def set_to(on) -> None:  # True, False or "auto"

@@ -103,3 +103,64 @@ def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
         assert f"combine={{'x': '{combiner}'}}," in code
     else:
         assert "combine=" not in code
+
+
+DEFER_CASES = {
+    # what is fed back is computed from a reduce's (or distinct's) output and the import alone: deferred, the
+    # operators below the anchors running in the next round's job
+    "reduce": ("best = x | reduce(by k, v = min(v))\nnext = best | join(e, on best.k == e.a) | select(k = e.b, v = v + 1)\n"
+               "feedback x <- next\nemit state best", (["best"], ["join", "next"])),
+    "distinct": ("d = x | distinct\nnext = d | join(e, on d.k == e.a) | select(k = e.b, v) | where(v < 4)\n"
+                 "feedback x <- next\nemit d", (["d"], ["join", "select", "next"])),
+    "a union of two": ("best = x | reduce(by k, v = min(v))\nup = best | select(k, v = v + 1)\n"
+                       "feedback x <- up | union(best | join(e, on best.k == e.a) | select(k = e.b, v))\nemit state best",
+                       (["best"], ["up", "join", "select", "union"])),
+    "import on the right of a left join": (
+        "best = x | reduce(by k, v = min(v))\nnext = best | join(e, on best.k == e.a, kind = left) | select(k, v)\n"
+        "feedback x <- next\nemit state best", (["best"], ["join", "next"])),
+    # the variable read directly (the plan would grow round after round), or twice
+    "no state": ("next = x | join(e, on x.k == e.a) | select(k = e.b, v)\nfeedback x <- next\nemit x", None),
+    "read twice": ("best = x | reduce(by k, v = min(v))\nfeedback x <- best | select(k, v = v - 1)\n"
+                   "emit x as seen\nemit state best as final", None),
+    # an operator of the plan also read by something else of the round (here an emit)
+    "fed back and emitted": ("best = x | reduce(by k, v = min(v))\nnext = best | select(k, v = v - 1)\n"
+                             "feedback x <- next\nemit next", None),
+    # a round with nothing in flight must change nothing: no stream that is not empty then ...
+    "union with the import": ("best = x | reduce(by k, v = min(v))\n"
+                              "feedback x <- best | select(k, v) | union(e | select(k = a, v = b))\nemit state best",
+                              None),
+    "import on the left of a left join": (
+        "best = x | reduce(by k, v = min(v))\nnext = e | join(best, on e.a == best.k, kind = left) | select(k = b, v)\n"
+        "feedback x <- next\nemit state best", None),
+    "a global group": ("best = x | reduce(by k, v = min(v))\nn = best | group(v = count())\n"
+                       "feedback x <- best | select(k, v = v - 1)\nemit n as counts\nemit state best as final", None),
+    # ... and no stream of the last round alone
+    "emit last": ("best = x | reduce(by k, v = min(v))\nnext = best | select(k, v = v - 1)\nfeedback x <- next\n"
+                  "emit last best", None),
+    "until": ("best = x | reduce(by k, v = min(v))\nnext = best | select(k, v = v - 1)\nfeedback x <- next\n"
+              "emit state best", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEFER_CASES))
+def test_deferred_feedback_only_from_states_and_imports(tmp_path, case):
+    body, want = DEFER_CASES[case]
+    flow = tmp_path / "c.flow"
+    flow.write_text("source seed = values (k: long, v: long) [(1, 2), (1, 3)]\n"
+                    "source edges = values (a: long, b: long) [(1, 2), (2, 3)]\n"
+                    "out = loop l(x = seed) with (e = edges) max 5 on max stop"
+                    + (" until empty(next)" if case == "until" else "") + " {\n" + body + "\n}\n"
+                    + ("sink out.final -> console()\n" if "as final" in body else "sink out -> console()\n"))
+    result = check_file(str(flow))
+    assert not result.errors, [d.render() for d in result.errors]
+    plan = result.plan
+    scope = next(s for s in plan.loop_scopes())
+    defer, late = plan.deferred_feedback(scope)
+    code = plan_to_pyspark(plan, str(flow))
+    if want is None:
+        assert (defer, late) == ({}, ()) and "defer=" not in code
+        return
+    names = lambda ids: [plan.nodes[i].name or plan.nodes[i].kind for i in ids]  # noqa: E731
+    var = next(n for n in plan.nodes.values() if n.kind == "var")
+    assert list(defer) == [var.id] and (names(defer[var.id]), names(late)) == want
+    assert f"defer={{'x': {list(defer[var.id])!r}}}," in code and f"late={list(late)!r}," in code

@@ -173,7 +173,8 @@ def test_fed_back_stream_is_narrowed_to_task_slots(spark, tmp_path, many_partiti
 
 
 @pytest.mark.parametrize("above, ahead", [(0, True), (20, True), (20, False)])
-def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions, combine_above, above, ahead):
+def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions, combine_above, stored_feedback,
+                                                 above, ahead):
     # `labels` is read only by `reduce best`: the records fed back are aggregated by id in the round that
     # feeds them back, so the next round stores one record per vertex, partitioned like the state, and
     # folds it without a shuffle of either. That happens in the first round and after rounds that fed back
@@ -223,6 +224,107 @@ def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_parti
     assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges) == state
 
 
+def _run_with_deferral(spark, flow: str, on: bool):
+    spark.conf.set("spark.scopeflow.deferFeedback", str(on).lower())
+    try:
+        return run_file(flow, spark=spark)
+    finally:
+        spark.conf.unset("spark.scopeflow.deferFeedback")
+
+
+def test_deferred_feedback_is_counted_by_the_next_round(spark, example_copy):
+    # connected components' feedback (`labels <- relax`) is computed from `reduce best`'s output and the import
+    # alone: after its first round a round stores nothing for it, and the next round's job computes it where it
+    # reads it (one Spark job a round all the same). The report still gives every round's records in flight and
+    # every operator's records, exactly: completed once the next round's job has counted them.
+    flow = example_copy("connected_components.flow")
+    job = _run_with_deferral(spark, flow, True)
+    edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "graph.csv"), (int, int))
+    both = edges + [(d, s) for s, d in edges]
+    state, x, fed = {}, sorted({(s, s) for s, _ in both}), []
+    while True:  # the loop in plain Python: records fed back per round
+        delta = {}
+        for k, v in x:
+            delta[k] = min(v, delta.get(k, v))
+        changed = {k: v for k, v in delta.items() if k not in state or v < state[k]}
+        state.update(changed)
+        x = [(d, changed[s]) for s, d in both if s in changed]
+        fed.append(len(x))
+        if not x:
+            break
+    rounds = loop_rounds(job, "cc")
+    assert len(rounds) == len(fed) >= 4
+    assert [r.get("deferred") for r in rounds] == [None] + [["labels"]] * (len(rounds) - 1)
+    assert [r["in_flight"]["labels"] for r in rounds] == fed
+    assert [r["stored"]["labels"] for r in rounds[1:]] == [0] * (len(rounds) - 1) and rounds[0]["stored"]["labels"]
+    assert [a["in_flight"]["labels"] for a in job.report["attempts"] if a["scope"] == "cc"] == fed
+    node = {f"{o.kind} {o.name}" if o.name else o.kind: op for op, o in job.operators.items()}
+    assert [r["counts"][node["var labels"]] for r in rounds[1:]] == fed[:-1]
+    assert [r["counts"][node["select spread"]] for r in rounds] == fed
+    assert all(r["spark_jobs"] == 1 for r in rounds)
+    got = read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int))
+    assert len(got) == len(dict(got)) and dict(got) == reference.connected_components(edges) == state
+    stored = _run_with_deferral(spark, flow, False)  # every round stores its feedback: the same records, counted
+    assert [r["in_flight"] for r in loop_rounds(stored, "cc")] == [r["in_flight"] for r in rounds]
+    assert not any(r.get("deferred") for r in loop_rounds(stored, "cc"))
+    assert {op: e["records"] for op, e in stored.report["operators"].items()} == \
+        {op: e["records"] for op, e in job.report["operators"].items()}
+    assert read_output(os.path.join(os.path.dirname(flow), "out/components"), (int, int)) == got
+
+
+PATH_SSSP = """
+    source edges = read csv("edges.csv", header = true) schema (src: long, dst: long, w: double)
+    source seed = values (id: long, dist: double) [(1, 0.0)]
+    out = loop sp(d = seed) with (e = edges) {options} {{
+        best  = d | reduce(by id, dist = min(dist))
+        relax = best | join(e, on best.id == e.src) | select(id = e.dst, dist = best.dist + e.w)
+        feedback d <- relax
+        emit best as changes
+        emit state best as final
+    }}
+    sink out.final -> csv("out/final", header = true)
+    sink out.changes -> csv("out/changes", header = true)
+"""
+
+
+@pytest.mark.parametrize("options", ["", "max 7", "max 6", "max 5", "rounds 4"])
+def test_deferred_feedback_runs_a_round_that_changes_nothing(spark, tmp_path, options):
+    # On the path 1 -> 2 -> ... -> 6 round r reaches vertex r + 1, and round 5's relax is empty (vertex 6 has no
+    # arc out). A round that deferred its feedback knows only that its `reduce` changed a key: it runs round 6,
+    # which receives nothing and changes nothing, and every output is what the loop gives without it. Where
+    # the loop may end by count after a round (`max`, `rounds`), that round stores its feedback and counts it:
+    # `max 6` ends as without deferral, `max 5` fails as without it.
+    from scopeflow.runtime.termination import LoopMaxError
+
+    (tmp_path / "edges.csv").write_text("src,dst,w\n" + "".join(f"{v},{v + 1},1.0\n" for v in range(1, 6)))
+    flow = write_flow(tmp_path, PATH_SSSP.format(options=options))
+    runs = {}
+    for on in (False, True):
+        if options == "max 5":
+            with pytest.raises(LoopMaxError) as info:
+                _run_with_deferral(spark, flow, on)
+            assert info.value.attempt.round == 4 and info.value.attempt.in_flight == {"d": 1}
+            continue
+        job = _run_with_deferral(spark, flow, on)
+        rounds = loop_rounds(job, "sp")
+        outputs = {name: sorted(read_output(str(tmp_path / "out" / name), (int, float))) for name in ("final", "changes")}
+        runs[on] = (rounds, outputs)
+    if options == "max 5":
+        return
+    (stored, out_stored), (deferred, out_deferred) = runs[False], runs[True]
+    last = 3 if options == "rounds 4" else 5
+    want = [(v, float(v - 1)) for v in range(1, last + 2)]
+    assert out_stored == out_deferred == {"final": want, "changes": want}
+    assert [r["in_flight"]["d"] for r in stored] == [1] * last + [0 if last == 5 else 1]
+    extra = options in ("", "max 7")
+    assert len(deferred) == len(stored) + extra
+    assert [r["in_flight"]["d"] for r in deferred] == [r["in_flight"]["d"] for r in stored] + [0] * extra
+    limit = {"": 1000, "max 7": 7, "max 6": 6, "rounds 4": 4}[options]
+    assert [bool(r.get("deferred")) for r in deferred] == [0 < r["round"] < limit - 1 for r in deferred]
+    if extra:
+        assert deferred[-1]["counts"] and not any(deferred[-1]["counts"].values())
+
+
 def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, combine_above, monkeypatch):
     from scopeflow.runtime import loop
     from scopeflow.runtime.errors import RuntimeFailure
@@ -239,7 +341,7 @@ def test_bad_combine_threshold_is_a_clear_runtime_failure(spark, example_copy, c
     assert not os.path.exists(os.path.join(os.path.dirname(flow), "out/components"))
 
 
-def test_feedback_is_deduplicated_when_a_distinct_reads_it(spark, example_copy):
+def test_feedback_is_deduplicated_when_a_distinct_reads_it(spark, example_copy, stored_feedback):
     flow = example_copy("transitive_closure.flow")
     job = run_file(flow, spark=spark)
     edges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "edges.csv"), (int, int))
@@ -273,7 +375,7 @@ def countdown_flow(tmp_path, seed: list, max_rounds: int) -> str:
     """)
 
 
-def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions):
+def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions, stored_feedback):
     # a reduce's output is hash-partitioned by its keys, which the next round's fold uses: not narrowed
     slots, partitions = many_partitions
     flow = countdown_flow(tmp_path, [(1, 5), (2, 7), (3, 9), (1, 4)], max_rounds=10)
@@ -285,10 +387,11 @@ def test_fed_back_state_keeps_its_partitioning(spark, tmp_path, many_partitions)
     assert sorted(read_output(str(tmp_path / "out/o"), (int, int))) == [(1, 1), (2, 1), (3, 1)]
 
 
-def test_round_counts_are_exact(spark, tmp_path):
+@pytest.mark.parametrize("defer", [True, False])
+def test_round_counts_are_exact(spark, tmp_path, defer):
     # records received, output by the reduce and in flight per round, against a plain-Python run of the loop
     flow = countdown_flow(tmp_path, [(1, 5), (2, 7), (3, 9), (1, 4), (4, 1)], max_rounds=20)
-    job = run_file(flow, spark=spark)
+    job = _run_with_deferral(spark, flow, defer)
     state, x, expected = {}, [(1, 5), (2, 7), (3, 9), (1, 4), (4, 1)], []
     while True:
         delta = {}
@@ -302,6 +405,8 @@ def test_round_counts_are_exact(spark, tmp_path):
         x = again
         if not again:
             break
+    if defer and changed:  # the last round changed keys and fed nothing back: deferred, it runs one more round
+        expected.append({"received": 0, "best": 0, "select": 0, "where": 0, "in_flight": 0})
     node = {f"{o.kind} {o.name}" if o.name else o.kind: op for op, o in job.operators.items()}  # "var x" -> n00k
     # the select reuses the reduce's counter and the fed-back stream the where's (same records)
     got = [{"received": r["counts"][node["var x"]], "best": r["counts"][node["reduce best"]],

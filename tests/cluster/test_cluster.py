@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,22 +77,28 @@ def test_connected_components_on_cluster_equals_local(spark, spark_cluster, exec
     run_file(os.path.join(folder, "connected_components.flow"), spark=spark)  # local[*], in this process
     local = components(folder)
     os.rename(os.path.join(folder, "out"), os.path.join(folder, "out-local"))
-    run_scopeflow("run", "connected_components.flow", "--quiet", *on_cluster(spark_cluster, executor_python),
-                  "--report", "run.json", cwd=folder)
-    got = components(folder)
-    assert got == local == cc_reference(os.path.join(DATA, "graph.csv"))
-    with open(os.path.join(folder, "run.json")) as fh:
-        report = json.load(fh)
-    assert report["status"] == "ok"
-    assert any(r["counts"] for r in report["rounds"]), "per-operator counts are read on a cluster too"
-    # a round's body reads its reduce's new state: stored by a job before the rest, never computed twice on
-    # two executors (counters that count twice make a round count its records again, in a job more)
-    again = [r["jobs"] for r in report["rounds"] if "jobs" in r]
-    assert not again, again
-    assert {r["spark_jobs"] for r in report["rounds"][1:]} == {2}, [r["spark_jobs"] for r in report["rounds"]]
-    # the report says so: every round ran as many jobs as its waves (round 0 stores its entry first: up to 3)
-    assert all(r["spark_jobs"] == r["waves"] for r in report["rounds"]), report["rounds"]
-    assert 2 <= report["rounds"][0]["waves"] <= 3, report["rounds"][0]
+    # (the second run: every round stores its feedback, computed from the round's new state)
+    for defer in ("true", "false"):
+        shutil.rmtree(os.path.join(folder, "out"), ignore_errors=True)
+        run_scopeflow("run", "connected_components.flow", "--quiet", *on_cluster(spark_cluster, executor_python),
+                      "--conf", f"spark.scopeflow.deferFeedback={defer}", "--report", "run.json", cwd=folder)
+        got = components(folder)
+        assert got == local == cc_reference(os.path.join(DATA, "graph.csv"))
+        with open(os.path.join(folder, "run.json")) as fh:
+            report = json.load(fh)
+        assert report["status"] == "ok"
+        assert any(r["counts"] for r in report["rounds"]), "per-operator counts are read on a cluster too"
+        # a round's body reads its reduce's new state (to compute the feedback it stores): stored by a job before
+        # the rest, never computed twice on two executors (counters that count twice make a round count its
+        # records again, in a job more); a round that leaves its feedback to the next round stores the state alone
+        again = [r["jobs"] for r in report["rounds"] if "jobs" in r]
+        assert not again, again
+        rounds = report["rounds"][1:]
+        assert [r["spark_jobs"] for r in rounds] == [1 if r.get("deferred") else 2 for r in rounds], rounds
+        assert all(r.get("deferred") for r in rounds) == (defer == "true")
+        # the report says so: every round ran as many jobs as its waves (round 0 stores its entry first: up to 3)
+        assert all(r["spark_jobs"] == r["waves"] for r in report["rounds"]), report["rounds"]
+        assert 2 <= report["rounds"][0]["waves"] <= 3, report["rounds"][0]
 
 
 def test_nested_kcore_on_cluster_equals_local(spark, spark_cluster, executor_python, flow_dir):

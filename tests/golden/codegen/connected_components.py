@@ -73,6 +73,8 @@ LOOP_CC = sf.LoopSpec(
     max_rounds=1000,
     on_max='fail',
     combine={'labels': 'n009'},
+    defer={'labels': ['n009']},
+    late=['n010', 'n011'],
 )
 
 

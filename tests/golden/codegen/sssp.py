@@ -71,6 +71,8 @@ LOOP_SSSP = sf.LoopSpec(
     max_rounds=1000,
     on_max='fail',
     combine={'d': 'n008'},
+    defer={'d': ['n008']},
+    late=['n009', 'n010'],
 )
 
 

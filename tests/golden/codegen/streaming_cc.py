@@ -78,6 +78,8 @@ LOOP_CC = sf.LoopSpec(
     max_rounds=1000,
     on_max='fail',
     combine={'labels': 'n009'},
+    defer={'labels': ['n009']},
+    late=['n010', 'n011'],
     strategy=sf.Strategy(
         True,
         "monotone: reduce min `best` only improves as the input grows, so an epoch starts from the previous epoch's fixpoint and pushes only what the new records change",

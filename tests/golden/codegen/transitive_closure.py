@@ -60,6 +60,8 @@ LOOP_TC = sf.LoopSpec(
     max_rounds=1000,
     on_max='fail',
     combine={'p': 'n006'},
+    defer={'p': ['n006']},
+    late=['n007', 'n008'],
 )
 
 
