@@ -23,7 +23,7 @@ def explain(plan: Plan) -> str:
             combined = f", combined by {reader} ({plan.nodes[reader].label()})" if reader else ""
             if var in defer:  # (docs/language.md, "Execution and guarantees")
                 anchors = ", ".join(f"{a} ({plan.nodes[a].label()})" for a in defer[var])
-                combined += f"{',' if reader else ''} or deferred: computed by the next round from {anchors}"
+                combined += f", or deferred: computed by the next round from {anchors}"
             out.append(f"  {s.id}: {src} ({plan.nodes[src].label()}) -> {var} ({plan.nodes[var].name}){combined}")
     out += ["", "emits:"]
     for s in plan.loop_scopes():

@@ -218,29 +218,33 @@ class Plan:
         Otherwise it runs the next round, which counts them. When that count is zero, that round was one the loop
         would not have run: every variable empty. It must then change nothing: so every fed-back and emitted
         stream of the body must be empty when all variables are (`_strict`), and the loop has no `until` and no
-        `emit last` (whose stream would be the extra round's, empty) and no nested loop.
+        `emit last` (whose stream would be the extra round's, empty) and no nested loop; and every `reduce` and
+        `distinct` of the body must receive nothing then (a `count` would count again what it received).
 
-        The variable must have one reader (the plan is computed once, by it), and every operator the plan runs
-        (below the anchors) must be read by nothing but the plan: those run in the next round's job alone, and
-        their counters count there (`late`)."""
+        The variable's one reader must be a `reduce` or `distinct` that could combine it (`feedback_combiner`):
+        the plan is computed once, all of it (an aggregation reads every record, so the counters in the plan
+        count every record fed back). Every operator the plan runs (below the anchors) must have one reader, in
+        the plan (or be the fed-back stream, read by its feedback edge alone): those run in the next round's job
+        alone, and their counters count there (`late`)."""
         nodes = self.nodes
         if (scope.kind == "pipeline" or scope.options.until is not None or any(e.mode == "last" for e in scope.emits)
                 or any(isinstance(nodes[n], ops.Loop) for n in scope.nodes)):
             return {}, ()
-        outputs = [src for _, src in scope.feedback] + [e.node for e in scope.emits if e.mode == "all"]
+        # (a state folds what it receives: in a round that receives nothing, each must receive nothing too)
+        states = [n for n in scope.nodes if isinstance(nodes[n], (ops.Reduce, ops.Distinct))]
+        outputs = [src for _, src in scope.feedback] + [e.node for e in scope.emits if e.mode == "all"] + states
         if not all(self._strict(n, scope.id, {}) for n in outputs):
             return {}, ()
         defer, late = {}, []
         for var in scope.vars:
             sources = [src for v, src in scope.feedback if v == var]
-            if not sources or self.uses(var) != 1:
+            if not sources or self.feedback_combiner(var) is None:
                 continue
             anchors = [self._anchors(src, scope.id, {}) for src in sources]
             if any(a is None for a in anchors):
                 continue
             region = self._late_region(sources, scope.id)
-            mine = {src for v, src in scope.feedback if v == var}
-            if region is None or any(self._other_uses[n] != int(n in mine) for n in region):
+            if region is None or any(self.uses(n) != 1 for n in region):
                 continue
             defer[var] = tuple(sorted(set().union(*anchors)))
             late += [n for n in scope.nodes if n in region]

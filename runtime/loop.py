@@ -231,9 +231,12 @@ class LoopExecutor:
         variables are entry or restored streams, stored and counted as they are), not in a round after which
         the loop may end by count (`rounds`, `max`: that decision needs the exact count) or a snapshot is due
         (it stores what is in flight), and only where the round's job fills the counters
-        (`RunContext.defer_feedback`, `spark.scopeflow.deferFeedback`)."""
+        (`RunContext.defer_feedback`, `spark.scopeflow.deferFeedback`). Nor while a state may fold into its
+        overlay (runtime/state.py): that fold reads the round's records twice, and would compute the plan twice."""
         spec, protocol = self.spec, self.protocol
         if not spec.defer or act.round == self.first or not self.run.defer_feedback():
+            return False
+        if any(state.may_overlay(*self.run.overlay()) for state in act.states.values()):
             return False
         limit = min(self.max_rounds, protocol.rounds if protocol.rounds is not None else self.max_rounds)
         snapshots = self.run.snapshots

@@ -104,6 +104,10 @@ class Round:
         if state is None:
             state = self.states[op] = DistinctState(op, df.columns)
             state.preload(self.preloaded.pop(op, None))
+        elif self.combined.get(op) is not df:
+            # (records not combined by the round that fed them back, e.g. a deferred feedback: deduplicated here,
+            # partitioned like the state, so the fold shuffles the round's records and not the state)
+            df = df.distinct()
         out = state.step(self, df)
         self.same_rows(out, op)
         return out

@@ -186,6 +186,10 @@ class KeyedState:
     def _first(self, delta: DataFrame) -> DataFrame:
         raise NotImplementedError
 
+    def may_overlay(self, share: float, min_keys: int) -> bool:
+        """May a round fold into the overlay (`step`), the state being this large?"""
+        return share > 0 and self.main is not None and self.main_rows >= min_keys
+
     def _fold_columns(self, small: bool) -> list:
         """The group's result columns: every aggregate column and `_sf_ch`; into the overlay (`small`) also
         `_sf_keep` (the overlay keeps the key) and `_sf_nk` (the key is not in main)."""

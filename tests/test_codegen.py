@@ -134,6 +134,17 @@ DEFER_CASES = {
         "feedback x <- next\nemit state best", None),
     "a global group": ("best = x | reduce(by k, v = min(v))\nn = best | group(v = count())\n"
                        "feedback x <- best | select(k, v = v - 1)\nemit n as counts\nemit state best as final", None),
+    "a count of the import": ("best = x | reduce(by k, v = min(v))\nn = e | reduce(by a, n = count())\n"
+                              "feedback x <- best | join(e, on best.k == e.a) | select(k = e.b, v)\n"
+                              "emit state best as final\nemit state n as counts", None),
+    "a count of a global group": ("best = x | reduce(by k, v = min(v))\n"
+                                  "t = best | group(n = count()) | select(o = 1) | reduce(by o, n = count())\n"
+                                  "feedback x <- best | join(e, on best.k == e.a) | select(k = e.b, v)\n"
+                                  "emit state best as final\nemit state t as ticks", None),
+    # an operator of the plan read twice (it would be stored for its readers)
+    "read twice in the plan": ("best = x | reduce(by k, v = min(v))\nj = best | join(e, on best.k == e.a)\n"
+                               "feedback x <- j | where(b > 1) | select(k = b, v) | union(j | where(b <= 1) | select(k = b, v))\n"
+                               "emit state best", None),
     # ... and no stream of the last round alone
     "emit last": ("best = x | reduce(by k, v = min(v))\nnext = best | select(k, v = v - 1)\nfeedback x <- next\n"
                   "emit last best", None),

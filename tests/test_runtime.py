@@ -287,6 +287,35 @@ PATH_SSSP = """
 """
 
 
+def test_a_loop_whose_state_counts_what_an_extra_round_receives_is_not_deferred(spark, tmp_path):
+    # `ticks` counts the loop's rounds and `n` the import's records once per round: both receive records in a round
+    # whose variable is empty, so a round the loop would not run would change them. The loop stores its feedback,
+    # and its outputs are those of the loop run by hand: reach 2 and 3 from 1 in rounds 1 and 2, nothing in round 3.
+    flow = write_flow(tmp_path, """
+        source edges = values (src: long, dst: long) [(1, 2), (2, 3)]
+        start = edges | where(src == 1) | select(id = src)
+        out = loop reach(d = start) with (e = edges) {
+            seen  = d | distinct
+            next  = seen | join(e, on seen.id == e.src) | select(id = e.dst)
+            ticks = seen | group(n = count()) | select(k = 1) | reduce(by k, rounds = count())
+            n     = e | reduce(by src, n = count())
+            feedback d <- next
+            emit state seen as seen
+            emit state ticks as ticks
+            emit state n as n
+        }
+        sink out.seen -> csv("out/seen", header = true)
+        sink out.ticks -> csv("out/ticks", header = true)
+        sink out.n -> csv("out/n", header = true)
+    """)
+    for on in (True, False):
+        job = _run_with_deferral(spark, flow, on)
+        assert not any(r.get("deferred") for r in loop_rounds(job, "reach"))
+        assert sorted(read_output(str(tmp_path / "out/seen"), (int,))) == [(1,), (2,), (3,)]
+        assert read_output(str(tmp_path / "out/ticks"), (int, int)) == [(1, 3)]
+        assert sorted(read_output(str(tmp_path / "out/n"), (int, int))) == [(1, 3), (2, 3)]
+
+
 @pytest.mark.parametrize("options", ["", "max 7", "max 6", "max 5", "rounds 4"])
 def test_deferred_feedback_runs_a_round_that_changes_nothing(spark, tmp_path, options):
     # On the path 1 -> 2 -> ... -> 6 round r reaches vertex r + 1, and round 5's relax is empty (vertex 6 has no
