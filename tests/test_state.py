@@ -198,13 +198,13 @@ def test_a_long_tail_of_small_rounds_folds_into_the_overlay_with_the_same_compon
         got = read_output(str(folder / "out" / "components"), (int, int))
         assert dict(got) == want and len(got) == len(want)
         runs[name] = [how for r in doc["rounds"] for how in r.get("states", {}).values()]
-        # (an overlay's fold reads the round's records twice: a deferred feedback is still computed and counted once)
+        # (the records: the same whether a round stores its feedback or defers it, as `default` does here)
         counted[name] = ([r["in_flight"] for r in doc["rounds"]], {op: e["records"] for op, e in doc["operators"].items()})
     # the path's rounds change a vertex or two of ~320: they fold into the overlay
     assert runs["overlay"].count("overlay") >= 10, runs["overlay"]
     assert len(runs["rewrite"]) == len(runs["overlay"]) == len(runs["default"])
     assert set(runs["rewrite"]) == set(runs["default"]) == {"first", "rewrite"}, runs
-    assert runs["stored"] == runs["overlay"]
+    # (which rounds go into the overlay depends on planning ahead, which follows measured times: not compared)
     assert counted["overlay"] == counted["rewrite"] == counted["default"] == counted["stored"]
 
 
