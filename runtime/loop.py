@@ -23,6 +23,7 @@ previous round's job took no longer than planning a round (`may_plan_ahead`).
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Callable, Optional
 
 from attrs import define, evolve, field
@@ -132,6 +133,7 @@ class LoopExecutor:
         self.finished: Optional[float] = None  # when the last round ended
         self.previous: Optional[Planned] = None  # the last round, if it deferred feedback its successor counts
         self.fanout: dict = {}  # deferred variable -> records fed back per key its anchors changed, last known
+        self.deferred_frames = weakref.WeakSet()  # the deferred plans handed to a next round (`Round.deferred_in`)
         if spec.combine and run.checkpoints.counted_by_job:
             run.combine_above()  # (a bad setting fails before the first round, not in the second)
 
@@ -200,6 +202,7 @@ class LoopExecutor:
             variables = {v: rnd.checkpoint(f"var/{v}", df) for v, df in variables.items()}
         rnd.combined = {op: variables[v] for v, op in act.combined.items()}
         rnd.defers = self.defers(act)
+        rnd.deferred_in = self.deferred_frames
         outs = self.body(rnd, **variables, **self.imports)
         feedback = {v: self.feedback_frame(rnd, v, outs) for v in spec.vars}
         raw = dict(feedback)
@@ -209,6 +212,7 @@ class LoopExecutor:
         fb_ck = {v: df if v in deferred else
                  rnd.checkpoint(f"feedback/{v}", df if v in fed else rnd.narrowed(df, self.narrow))
                  for v, df in feedback.items()}
+        self.deferred_frames.update(fb_ck[v] for v in deferred)
         emit_ck = {e.node: rnd.checkpoint(f"emit/{e.node}", rnd.narrowed(outs[e.node], self.narrow))
                    for e in spec.emits if e.mode in ("all", "last")}
         until_ck = rnd.checkpoint(f"until/{spec.until}", rnd.narrowed(outs[spec.until], self.narrow)) \
@@ -231,8 +235,10 @@ class LoopExecutor:
         variables are entry or restored streams, stored and counted as they are), not in a round after which
         the loop may end by count (`rounds`, `max`: that decision needs the exact count) or a snapshot is due
         (it stores what is in flight), and only where the round's job fills the counters
-        (`RunContext.defer_feedback`, `spark.scopeflow.deferFeedback`). Nor while a state may fold into its
-        overlay (runtime/state.py): that fold reads the round's records twice, and would compute the plan twice."""
+        (`RunContext.defer_feedback`, `spark.scopeflow.deferFeedback`). A fold into a state's overlay reads the
+        round's records twice: not while a state is large enough for one (there the overlay saves more than a
+        checkpoint; a state that grew that large in this round reads the plan and rewrites itself instead,
+        `KeyedState.step`'s `once`)."""
         spec, protocol = self.spec, self.protocol
         if not spec.defer or act.round == self.first or not self.run.defer_feedback():
             return False

@@ -48,6 +48,7 @@ class Round:
         self.waves = 1  # the Spark jobs the round's checkpoints are stored by (`Checkpoints.waves`)
         self.plan_size: Optional[int] = None
         self.defers = False  # it leaves its feedback to the next round's job (`loop.LoopExecutor.defers`)
+        self.deferred_in = ()  # the variables' frames that are deferred plans of the previous round (to compute once)
 
     # ---- what generated round functions call ---------------------------------------------------------
 
@@ -95,7 +96,7 @@ class Round:
             delta = df
         else:
             raise RuntimeError(f"internal error: reduce {op} reads a combined variable through another operator")
-        out = state.step(self, delta)
+        out = state.step(self, delta, once=df in self.deferred_in)
         self.same_rows(out, op)  # (counted by the state's checkpoint: `KeyedState._adopt`)
         return out
 
@@ -104,11 +105,12 @@ class Round:
         if state is None:
             state = self.states[op] = DistinctState(op, df.columns)
             state.preload(self.preloaded.pop(op, None))
-        elif self.combined.get(op) is not df:
+        once = df in self.deferred_in
+        if state.main is not None and self.combined.get(op) is not df:
             # (records not combined by the round that fed them back, e.g. a deferred feedback: deduplicated here,
             # partitioned like the state, so the fold shuffles the round's records and not the state)
             df = df.distinct()
-        out = state.step(self, df)
+        out = state.step(self, df, once=once)
         self.same_rows(out, op)
         return out
 

@@ -163,8 +163,10 @@ class KeyedState:
         """main with the overlay applied (a plan: the group shuffles nothing)."""
         return self.group(self._sides(None, False), "fold")
 
-    def step(self, rnd, delta: DataFrame) -> DataFrame:
-        """Fold the round's delta (one record per key) in; return the keys that are new or changed."""
+    def step(self, rnd, delta: DataFrame, once: bool = False) -> DataFrame:
+        """Fold the round's delta (one record per key) in; return the keys that are new or changed. `once`: the
+        delta is a plan to compute once (a deferred feedback's, runtime/loop.py): the round rewrites the state,
+        as a fold into the overlay reads the delta twice."""
         if self.main is None:
             self._small = False
             return self._adopt(rnd, self._first(delta))
@@ -174,7 +176,7 @@ class KeyedState:
         # (main read back from files, or restored, is first rewritten into a round checkpoint: an overlay
         # round reads main, and those files may go before the overlay does)
         small = (estimate is not None and estimate <= limit and self.overlay_rows <= limit and limit > 0
-                 and self.main_rows >= min_keys and self._stored)
+                 and self.main_rows >= min_keys and self._stored and not once)
         new = self.group(self._sides(delta, small), "fold_small" if small else "fold")
         self._small = small
         if small:
@@ -187,7 +189,7 @@ class KeyedState:
         raise NotImplementedError
 
     def may_overlay(self, share: float, min_keys: int) -> bool:
-        """May a round fold into the overlay (`step`), the state being this large?"""
+        """Is the state large enough for a round to fold into its overlay (`step`)?"""
         return share > 0 and self.main is not None and self.main_rows >= min_keys
 
     def _fold_columns(self, small: bool) -> list:

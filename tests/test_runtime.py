@@ -316,6 +316,34 @@ def test_a_loop_whose_state_counts_what_an_extra_round_receives_is_not_deferred(
         assert sorted(read_output(str(tmp_path / "out/n"), (int, int))) == [(1, 3), (2, 3)]
 
 
+def test_a_state_reading_a_deferred_feedback_rewrites_itself(spark, tmp_path):
+    # a fold into the overlay reads the round's records twice (runtime/state.py): a loop whose state may fold into
+    # its overlay stores its feedback, and a state that grew that large in the round that deferred reads the plan
+    # and rewrites itself, so the plan is computed once. With overlays from 3 keys on, the path's `best` folds into
+    # its overlay from round 3 on (after round 2: 3 keys), never in a round after a deferred one; the records are
+    # the same either way
+    (tmp_path / "edges.csv").write_text("src,dst,w\n" + "".join(f"{v},{v + 1},1.0\n" for v in range(1, 9)))
+    flow = write_flow(tmp_path, PATH_SSSP.format(options=""))
+    settings = {"spark.scopeflow.stateOverlay": "1", "spark.scopeflow.stateOverlayMinKeys": "3",
+                "spark.scopeflow.planAhead": "false"}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        stored, deferred = (loop_rounds(_run_with_deferral(spark, flow, on), "sp") for on in (False, True))
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+    assert "overlay" in [how for r in stored for how in r.get("states", {}).values()]
+    assert any(r.get("deferred") for r in deferred)
+    assert [r["round"] for r in deferred if r.get("deferred")] == [1, 2]  # (after round 2 `best` may overlay)
+    assert [r.get("states") for r in deferred][3] == {next(iter(deferred[3]["states"])): "rewrite"}  # reads round 2's
+    for before, r in zip(deferred, deferred[1:]):
+        assert not (before.get("deferred") and "overlay" in r.get("states", {}).values()), (before, r)
+    assert "overlay" in [how for r in deferred for how in r.get("states", {}).values()]
+    assert [r["in_flight"] for r in deferred][:len(stored)] == [r["in_flight"] for r in stored]
+    assert sorted(read_output(str(tmp_path / "out/final"), (int, float))) == [(v, float(v - 1)) for v in range(1, 10)]
+
+
 @pytest.mark.parametrize("options", ["", "max 7", "max 6", "max 5", "rounds 4"])
 def test_deferred_feedback_runs_a_round_that_changes_nothing(spark, tmp_path, options):
     # On the path 1 -> 2 -> ... -> 6 round r reaches vertex r + 1, and round 5's relax is empty (vertex 6 has no
