@@ -348,7 +348,7 @@ class LoopExecutor:
             self.first_round_counts(rnd, planned.variables, counts)
         self.late_counts(op_counts)
         in_flight = {v: counts[rnd.key_of(fb_ck[v])] for v in spec.vars if v not in planned.deferred}
-        stored = {**dict(in_flight), **{v: 0 for v in planned.deferred}}
+        stored = {**in_flight, **{v: 0 for v in planned.deferred}}
         for v, counter in planned.deferred.items():
             if counter in op_counts:  # (counted by a counter of this round's job: e.g. a `select` of the reduce's output)
                 in_flight[v] = op_counts[counter]

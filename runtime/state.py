@@ -175,8 +175,8 @@ class KeyedState:
         limit = share * self.main_rows
         # (main read back from files, or restored, is first rewritten into a round checkpoint: an overlay
         # round reads main, and those files may go before the overlay does)
-        small = (estimate is not None and estimate <= limit and self.overlay_rows <= limit and limit > 0
-                 and self.main_rows >= min_keys and self._stored and not once)
+        small = (self.may_overlay(share, min_keys) and estimate is not None and estimate <= limit
+                 and self.overlay_rows <= limit and limit > 0 and self._stored and not once)
         new = self.group(self._sides(delta, small), "fold_small" if small else "fold")
         self._small = small
         if small:
@@ -189,7 +189,7 @@ class KeyedState:
         raise NotImplementedError
 
     def may_overlay(self, share: float, min_keys: int) -> bool:
-        """Is the state large enough for a round to fold into its overlay (`step`)?"""
+        """Is the state large enough for a round to fold into its overlay (`step`; `loop.LoopExecutor.defers`)?"""
         return share > 0 and self.main is not None and self.main_rows >= min_keys
 
     def _fold_columns(self, small: bool) -> list:
