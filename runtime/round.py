@@ -66,9 +66,10 @@ class Round:
         less in the round's plan, and one JVM call less every round."""
         base = self.same_count.get(same_as, same_as)
         # --report keeps every counter: they also mark where each operator's Spark time goes
-        if base is not None and not self.run.detailed and self.counter(base) in self._counted.values():
+        counter = self.counter(base) if base is not None and not self.run.detailed else None
+        if counter is not None and counter in self._counted.values():
             self.same_count[op] = base
-            self.same_rows(df, self.counter(base))
+            self.same_rows(df, counter)
             return df
         name = self.counter(op)
         out = self.run.counters.observe(df, name)
