@@ -5,14 +5,63 @@ round trips to make a list, to add each column and to make the Seq, every time. 
 counters pass the same lists every round, so their owners keep each list's Seq (`seq`) and call the JVM's
 `Dataset` with it (`select`, `group`, `observe`): the same plans, fewer round trips. Over Spark Connect there is
 no JVM here, and the frames' own methods are used.
+
+While loops run, PySpark's lookups of the JVM classes it calls on every column function and every list
+conversion are answered from a cache (`cached_lookups`).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Optional
 
 from pyspark.sql import Column, DataFrame
 
 from scopeflow.runtime.deployment import is_connect
+
+# The JVM classes PySpark looks up by name on every call: `functions` for every `F.col`, `F.lit`, `F.sum`, ...
+# (`_get_jvm_function`) and every column named by a string (`_create_column_from_name`, by its short name),
+# `PythonUtils` for every list of columns it turns into a Seq (`_to_seq`). py4j asks the JVM for the class, then
+# for the method, on every access: two round trips before the call itself, about 45 a round of a chain's
+# PageRank (benchmarks/RESULTS.md).
+STATIC_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils")
+
+
+class StaticMembers:
+    """A JVM class (a py4j `JavaClass`) whose static methods are looked up once and then kept: a py4j method of
+    a class is its name and the class's, the same object for every call. Anything else (a field, a nested class)
+    is looked up every time, as py4j does."""
+
+    def __init__(self, cls, method_type: type):
+        self.__dict__.update(_cls=cls, _method=method_type)
+
+    def __getattr__(self, name: str):
+        member = getattr(self._cls, name)
+        if isinstance(member, self._method):
+            self.__dict__[name] = member
+        return member
+
+
+@contextmanager
+def cached_lookups(spark):
+    """For the duration of a block (the loops of a run, `RunContext._loop_conf`): PySpark's lookups of
+    `STATIC_CLASSES` and their methods answered here, not by the JVM. They are attributes of the gateway's view
+    of the JVM, which py4j asks the JVM for only when an attribute is missing. Taken away after the block, so the
+    session's other users see py4j as it was (a block inside another leaves the outer one's). Not over Spark
+    Connect (no JVM here)."""
+    if is_connect(spark):
+        yield
+        return
+    from py4j.java_gateway import JavaMember
+
+    jvm = spark.sparkContext._jvm
+    added = [name for name in STATIC_CLASSES if name not in vars(jvm)]
+    for name in added:
+        setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember))
+    try:
+        yield
+    finally:
+        for name in added:
+            vars(jvm).pop(name, None)
 
 
 def seq(spark, cols: list[Column]):

@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime import failures, jobs, parallelism
+from scopeflow.runtime import columns, failures, jobs, parallelism
 from scopeflow.runtime import sinks as sink_io
 from scopeflow.runtime import targets
 from scopeflow.runtime.arguments import read_setting
@@ -514,7 +514,7 @@ class RunContext:
                   **(ONE_PARTITION_CONF if chosen.partitions == 1 else {})}
         self.loop_partitions = chosen.partitions
         try:
-            with settings(self.spark, values), jobs.tagged(self.spark):
+            with settings(self.spark, values), jobs.tagged(self.spark), columns.cached_lookups(self.spark):
                 yield
         finally:
             self.loop_partitions, self._group = self.partitions, None

@@ -85,16 +85,24 @@ COMBINER_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(COMBINER_CASES))
-def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
-    body, reader = COMBINER_CASES[case]
+def _loop_plan(tmp_path, body: str, imports: bool = False, header: str = ""):
+    """The checked plan of loop `l(x = seed)` (`with (e = edges)` if `imports`) around `body`, and its file. An
+    output `as final` is the one sunk."""
     flow = tmp_path / "c.flow"
     flow.write_text("source seed = values (k: long, v: long) [(1, 2), (1, 3)]\n"
-                    "out = loop l(x = seed) max 5 on max stop {\n" + body + "\n}\n"
+                    + ("source edges = values (a: long, b: long) [(1, 2), (2, 3)]\n" if imports else "")
+                    + "out = loop l(x = seed)" + (" with (e = edges)" if imports else "") + f" max 5 on max stop{header}"
+                    + " {\n" + body + "\n}\n"
                     + ("sink out.final -> console()\n" if "as final" in body else "sink out -> console()\n"))
     result = check_file(str(flow))
     assert not result.errors, [d.render() for d in result.errors]
-    plan = result.plan
+    return result.plan, flow
+
+
+@pytest.mark.parametrize("case", sorted(COMBINER_CASES))
+def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
+    body, reader = COMBINER_CASES[case]
+    plan, flow = _loop_plan(tmp_path, body)
     var = next(n for n in plan.nodes.values() if n.kind == "var")
     combiner = plan.feedback_combiner(var.id)
     assert (combiner and (plan.nodes[combiner].kind, plan.nodes[combiner].name)) == reader
@@ -156,15 +164,7 @@ DEFER_CASES = {
 @pytest.mark.parametrize("case", sorted(DEFER_CASES))
 def test_deferred_feedback_only_from_states_and_imports(tmp_path, case):
     body, want = DEFER_CASES[case]
-    flow = tmp_path / "c.flow"
-    flow.write_text("source seed = values (k: long, v: long) [(1, 2), (1, 3)]\n"
-                    "source edges = values (a: long, b: long) [(1, 2), (2, 3)]\n"
-                    "out = loop l(x = seed) with (e = edges) max 5 on max stop"
-                    + (" until empty(next)" if case == "until" else "") + " {\n" + body + "\n}\n"
-                    + ("sink out.final -> console()\n" if "as final" in body else "sink out -> console()\n"))
-    result = check_file(str(flow))
-    assert not result.errors, [d.render() for d in result.errors]
-    plan = result.plan
+    plan, flow = _loop_plan(tmp_path, body, imports=True, header=" until empty(best)" if case == "until" else "")
     scope = next(s for s in plan.loop_scopes())
     defer, late = plan.deferred_feedback(scope)
     code = plan_to_pyspark(plan, str(flow))

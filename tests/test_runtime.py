@@ -1,6 +1,7 @@
 """The loop executor on real Spark: cost per round, termination, loop semantics, outputs."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -783,7 +784,6 @@ def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
 
     class Seq(list):
         def iterator(self):
-            it = iter(self)
             box = type("It", (), {})()
             box.pending = list(self)
             box.hasNext = lambda: bool(box.pending)
@@ -1068,6 +1068,53 @@ class _MetricsMap:
                 return cur
 
         return It()
+
+
+def test_while_loops_run_pysparks_jvm_classes_are_looked_up_once(spark, tmp_path, monkeypatch):
+    # every `F.col` makes py4j ask the JVM for `functions`, then for `col`, before calling it; every list of
+    # columns PySpark converts asks for `PythonUtils` and `toSeq`. While loops run the answers are kept.
+    from pyspark.sql import functions as F
+    from pyspark.sql.classic.column import _to_java_column, _to_seq
+    from scopeflow.runtime import columns
+    from scopeflow.runtime.columns import STATIC_CLASSES, cached_lookups
+
+    jvm = spark.sparkContext._jvm
+    client = jvm._gateway_client
+    send = client.send_command
+    lookups = []  # py4j's reflection commands (`r` + a sub-command): the JVM asked what a name is
+
+    def counting(command, *args, **kwargs):
+        if command.startswith("r\n"):
+            lookups.append(command.split("\n")[1:3])
+        return send(command, *args, **kwargs)
+
+    monkeypatch.setattr(client, "send_command", counting)
+
+    def asked(fn) -> int:
+        lookups.clear()
+        fn()
+        return len(lookups)
+
+    use = lambda: _to_seq(spark.sparkContext, [F.col("a"), F.lit(1), F.sum("b")], _to_java_column)  # noqa: E731
+    assert asked(use) >= 8  # (three functions and PythonUtils.toSeq: two questions each)
+    with cached_lookups(spark):
+        assert set(STATIC_CLASSES) <= set(vars(jvm))
+        use()
+        assert asked(use) == 0, lookups
+        with cached_lookups(spark):  # (a block inside another keeps the outer one's cache)
+            assert asked(use) == 0
+        assert asked(use) == 0
+        assert str(F.col("a")._jc) == "a" and str(F.lit(1)._jc) == "1"  # (the same calls, answered)
+    assert not set(STATIC_CLASSES) & set(vars(jvm))
+    assert asked(use) >= 8
+    # a run's loops use it (fewer questions than without), and leave py4j as it was
+    flow = countdown_flow(tmp_path, [(1, 6), (2, 5)], max_rounds=10)
+    run = lambda: run_file(flow, spark=spark)  # noqa: E731
+    cached = asked(run)
+    assert sorted(read_output(str(tmp_path / "out/o"), (int, int))) == [(1, 1), (2, 1)]
+    assert not set(STATIC_CLASSES) & set(vars(jvm))
+    monkeypatch.setattr(columns, "cached_lookups", lambda spark: contextlib.nullcontext())
+    assert asked(run) > cached + 5 * 4  # (5 rounds or more, each asking more than 4 times; measured: 107 and 328)
 
 
 def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
