@@ -132,9 +132,12 @@ class Checkpoints:
         partitioning = plan.outputPartitioning()
         if partitioning.numPartitions() == 1:
             partitioning = single
-        fresh = plan.copy(plan.output(), plan.rdd(), partitioning, plan.outputOrdering(),
+        rdd = plan.rdd()
+        fresh = plan.copy(plan.output(), rdd, partitioning, plan.outputOrdering(),
                           plan.isStreaming(), plan.stream(), session, none, none, plan.isCheckpointedInput())
-        return DataFrame(dataset.ofRows(session, fresh), self.spark)
+        out = DataFrame(dataset.ofRows(session, fresh), self.spark)
+        out._sf_checkpoint_rdd = rdd  # (`checkpoint_rdd`, `is_checkpoint`: known here, not asked of the JVM again)
+        return out
 
     def _reliable_dir(self) -> None:
         sc = self.spark.sparkContext
@@ -184,12 +187,16 @@ def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:
 
 def is_checkpoint(df: DataFrame) -> bool:
     """A classic checkpoint frame: its logical plan is the checkpointed RDD itself."""
+    if getattr(df, "_sf_checkpoint_rdd", None) is not None:
+        return True
     return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
 
 
 def checkpoint_rdd(ck: DataFrame):
-    """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under."""
-    return ck._jdf.queryExecution().logical().rdd()
+    """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under. A round's
+    checkpoint (`Checkpoints.detach_statistics`) knows it: four py4j calls less, several times a round."""
+    rdd = getattr(ck, "_sf_checkpoint_rdd", None)
+    return rdd if rdd is not None else ck._jdf.queryExecution().logical().rdd()
 
 
 def unknown_partitioning(df: DataFrame) -> bool:

@@ -120,6 +120,22 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     assert observed["n001"] == 1000
 
 
+def test_a_round_checkpoint_knows_its_rdd(spark):
+    # a round's checkpoint keeps the RDD it stores its blocks under (read several times a round: the job that
+    # stores it, its release); the same the JVM gives, and a frame made from it is no checkpoint
+    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd, is_checkpoint
+
+    checkpoints = Checkpoints(spark)
+    ck = checkpoints.make(spark.range(0, 10, 1, 2))
+    assert is_checkpoint(ck) and ck._sf_checkpoint_rdd is not None
+    assert checkpoint_rdd(ck).id() == ck._jdf.queryExecution().logical().rdd().id()
+    derived = ck.where("id > 3")
+    assert not is_checkpoint(derived) and getattr(derived, "_sf_checkpoint_rdd", None) is None
+    assert checkpoint_rdd(ck).count() == 10  # (its job stores it)
+    checkpoints.release([ck, derived])
+    assert not checkpoint_rdd(ck).getStorageLevel().useMemory()  # (released: its blocks are dropped)
+
+
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
     """Tasks of the final stage of a round's one Spark job (the stage that computes its checkpoints)."""
     tracker = spark.sparkContext.statusTracker()
