@@ -187,16 +187,23 @@ def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:
 
 def is_checkpoint(df: DataFrame) -> bool:
     """A classic checkpoint frame: its logical plan is the checkpointed RDD itself."""
-    if getattr(df, "_sf_checkpoint_rdd", None) is not None:
+    if _kept_rdd(df) is not None:
         return True
     return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
 
 
 def checkpoint_rdd(ck: DataFrame):
     """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under. A round's
-    checkpoint (`Checkpoints.detach_statistics`) knows it: four py4j calls less, several times a round."""
-    rdd = getattr(ck, "_sf_checkpoint_rdd", None)
+    checkpoint (`Checkpoints.detach_statistics`) keeps it: three py4j calls less here and four in `is_checkpoint`,
+    several times a round."""
+    rdd = _kept_rdd(ck)
     return rdd if rdd is not None else ck._jdf.queryExecution().logical().rdd()
+
+
+def _kept_rdd(df: DataFrame):
+    """The RDD `detach_statistics` kept on the frame, if it did. (Not `getattr`: a frame's `__getattr__` reads its
+    schema from the JVM, and a Connect frame's makes a column of any name.)"""
+    return vars(df).get("_sf_checkpoint_rdd")
 
 
 def unknown_partitioning(df: DataFrame) -> bool:

@@ -11,6 +11,7 @@ conversion are answered from a cache (`cached_lookups`).
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Optional
 
@@ -41,27 +42,39 @@ class StaticMembers:
         return member
 
 
+_cached = {"blocks": 0}  # `cached_lookups` blocks open in this process (runs of several threads may overlap)
+_cached_lock = threading.Lock()
+
+
 @contextmanager
 def cached_lookups(spark):
     """For the duration of a block (the loops of a run, `RunContext._loop_conf`): PySpark's lookups of
     `STATIC_CLASSES` and their methods answered here, not by the JVM. They are attributes of the gateway's view
-    of the JVM, which py4j asks the JVM for only when an attribute is missing. Taken away after the block, so the
-    session's other users see py4j as it was (a block inside another leaves the outer one's). Not over Spark
-    Connect (no JVM here)."""
+    of the JVM, which py4j asks the JVM for only when an attribute is missing; so while any such block is open,
+    every thread of the process that uses that gateway gets them. Taken away when the last open block ends (blocks
+    inside one another, or runs on several threads), so the session's other users then see py4j as it was. Not
+    over Spark Connect (no JVM here)."""
     if is_connect(spark):
         yield
         return
     from py4j.java_gateway import JavaMember
 
     jvm = spark.sparkContext._jvm
-    added = [name for name in STATIC_CLASSES if name not in vars(jvm)]
-    for name in added:
-        setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember))
+    with _cached_lock:
+        _cached["blocks"] += 1
     try:
+        with _cached_lock:
+            for name in STATIC_CLASSES:
+                if not isinstance(vars(jvm).get(name), StaticMembers):
+                    setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember))
         yield
     finally:
-        for name in added:
-            vars(jvm).pop(name, None)
+        with _cached_lock:
+            _cached["blocks"] -= 1
+            if _cached["blocks"] == 0:
+                for name in STATIC_CLASSES:
+                    if isinstance(vars(jvm).get(name), StaticMembers):
+                        del vars(jvm)[name]
 
 
 def seq(spark, cols: list[Column]):

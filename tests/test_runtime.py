@@ -120,20 +120,24 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     assert observed["n001"] == 1000
 
 
-def test_a_round_checkpoint_knows_its_rdd(spark):
+@pytest.mark.parametrize("mode", ["local", "replicated"])
+def test_a_round_checkpoint_knows_its_rdd(spark, mode):
     # a round's checkpoint keeps the RDD it stores its blocks under (read several times a round: the job that
     # stores it, its release); the same the JVM gives, and a frame made from it is no checkpoint
     from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd, is_checkpoint
 
     checkpoints = Checkpoints(spark)
+    checkpoints.mode = mode
     ck = checkpoints.make(spark.range(0, 10, 1, 2))
-    assert is_checkpoint(ck) and ck._sf_checkpoint_rdd is not None
-    assert checkpoint_rdd(ck).id() == ck._jdf.queryExecution().logical().rdd().id()
+    kept = vars(ck)["_sf_checkpoint_rdd"]
+    assert is_checkpoint(ck) and checkpoint_rdd(ck) is kept
+    assert kept.id() == ck._jdf.queryExecution().logical().rdd().id()
     derived = ck.where("id > 3")
-    assert not is_checkpoint(derived) and getattr(derived, "_sf_checkpoint_rdd", None) is None
+    assert "_sf_checkpoint_rdd" not in vars(derived) and not is_checkpoint(derived)
     assert checkpoint_rdd(ck).count() == 10  # (its job stores it)
+    assert kept.getStorageLevel().useMemory()
     checkpoints.release([ck, derived])
-    assert not checkpoint_rdd(ck).getStorageLevel().useMemory()  # (released: its blocks are dropped)
+    assert not kept.getStorageLevel().useMemory()  # (released: its blocks are dropped)
 
 
 def round_result_tasks(spark, job, scope: str, round_no: int) -> int:
@@ -1091,8 +1095,9 @@ def test_while_loops_run_pysparks_jvm_classes_are_looked_up_once(spark, tmp_path
     # columns PySpark converts asks for `PythonUtils` and `toSeq`. While loops run the answers are kept.
     from pyspark.sql import functions as F
     from pyspark.sql.classic.column import _to_java_column, _to_seq
+    from py4j.java_gateway import JavaMember
     from scopeflow.runtime import columns
-    from scopeflow.runtime.columns import STATIC_CLASSES, cached_lookups
+    from scopeflow.runtime.columns import STATIC_CLASSES, StaticMembers, cached_lookups
 
     jvm = spark.sparkContext._jvm
     client = jvm._gateway_client
@@ -1123,6 +1128,13 @@ def test_while_loops_run_pysparks_jvm_classes_are_looked_up_once(spark, tmp_path
         assert str(F.col("a")._jc) == "a" and str(F.lit(1)._jc) == "1"  # (the same calls, answered)
     assert not set(STATIC_CLASSES) & set(vars(jvm))
     assert asked(use) >= 8
+    with pytest.raises(ZeroDivisionError), cached_lookups(spark):  # (a block that fails takes them away too)
+        1 / 0
+    assert not set(STATIC_CLASSES) & set(vars(jvm))
+    # only methods are kept: a class's field (or nested class) is asked for every time, as py4j does
+    members = StaticMembers(jvm.java.lang.Integer, JavaMember)
+    assert members.MAX_VALUE == 2147483647 and "MAX_VALUE" not in vars(members)
+    assert members.valueOf("7") == 7 and "valueOf" in vars(members)
     # a run's loops use it (fewer questions than without), and leave py4j as it was
     flow = countdown_flow(tmp_path, [(1, 6), (2, 5)], max_rounds=10)
     run = lambda: run_file(flow, spark=spark)  # noqa: E731
