@@ -22,8 +22,8 @@ from scopeflow.runtime.deployment import is_connect
 # The JVM classes PySpark looks up by name on every call: `functions` for every `F.col`, `F.lit`, `F.sum`, ...
 # (`_get_jvm_function`) and every column named by a string (`_create_column_from_name`, by its short name),
 # `PythonUtils` for every list of columns it turns into a Seq (`_to_seq`). py4j asks the JVM for the class, then
-# for the method, on every access: two round trips before the call itself, about 45 a round of a chain's
-# PageRank (benchmarks/RESULTS.md).
+# for the method, on every access: two round trips before the call itself, 32 of the 43 lookups a round of a
+# chain's PageRank made (benchmarks/RESULTS.md).
 STATIC_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils")
 
 
