@@ -62,6 +62,11 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # 1-50 ms a checkpoint in the rounds of an incremental epoch (0.47 s over 50 checkpoints, against 0.05 s for
 # `simple`, timed directly; benchmarks/RESULTS.md). End to end, within the noise of a shared 2-core machine.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
+# The pipeline's counters (`--report`) need the same, for the whole run: a shared stream (`share`, cached) read
+# by two stages that run at once, say a loop's entry and its import, has some of its partitions computed by each,
+# and its counter read half its records in a CI run. Inside loops is not enough: a cached plan keeps the settings
+# of the moment it was cached, in the pipeline.
+RUN_CONF = {OBSERVE_ALL_ATTEMPTS: "true"}
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
 # A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and

@@ -772,6 +772,39 @@ def test_run_cli_progress_trace_and_report(example_copy, run_cli, tmp_path):
     assert ops["n009"]["seconds"] > ops["n011"]["seconds"]  # the fold vs a projection
 
 
+def test_a_shared_streams_counter_adds_up_partitions_computed_by_different_stages(spark, tmp_path, monkeypatch):
+    """A shared (cached) pipeline stream read by two stages that run at once has some of its partitions computed
+    by each (a loop's entry and its import, in one round job). Its counter in the report still counts every
+    record: Spark 4.3's counters keep one stage's tasks unless told otherwise, and a cached plan keeps the
+    settings it was cached with. The interleaving is forced here: right after `both` is shared, a job computes
+    its second partition alone (the other stage's task, in a real run)."""
+    import shutil
+
+    from conftest import write_csv
+    from scopeflow.runtime.context import RunContext
+
+    share = RunContext.share
+
+    def share_then_compute_one_partition(self, df, op):
+        df = share(self, df, op)
+        if op == "n003":  # (union both: the input's rows, then their reversal, a partition each)
+            rdd = df.select("src").rdd
+            assert rdd.getNumPartitions() == 2
+            assert spark.sparkContext.runJob(rdd, lambda rows: [sum(1 for _ in rows)], [1]) == [len(edges)]
+        return df
+
+    monkeypatch.setattr(RunContext, "share", share_then_compute_one_partition)
+    edges = [(1, 2), (2, 3), (4, 5), (6, 6), (7, 8)]
+    shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), tmp_path)
+    write_csv(tmp_path / "data" / "graph.csv", ["src", "dst"], edges)
+    run_file(str(tmp_path / "connected_components.flow"), spark=spark, report=str(tmp_path / "run.json"))
+    ops = json.loads((tmp_path / "run.json").read_text())["operators"]
+    assert ops["n002"]["records"] == len(edges)
+    assert ops["n003"]["records"] == 2 * len(edges)  # (one partition's, 5, before)
+    got = dict(read_output(str(tmp_path / "out" / "components"), (int, int)))
+    assert got == reference.connected_components(edges)
+
+
 def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
     """--report reads operator times from each round's plans on a thread of its own; a walk that fails (a run
     that stopped Spark) leaves the report written, saying its times are incomplete, with the times it has."""
