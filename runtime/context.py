@@ -62,11 +62,6 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # 1-50 ms a checkpoint in the rounds of an incremental epoch (0.47 s over 50 checkpoints, against 0.05 s for
 # `simple`, timed directly; benchmarks/RESULTS.md). End to end, within the noise of a shared 2-core machine.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
-# The pipeline's counters (`--report`) need the same, for the whole run: a shared stream (`share`, cached) read
-# by two stages that run at once, say a loop's entry and its import, has some of its partitions computed by each,
-# and its counter read half its records in a CI run. Inside loops is not enough: a cached plan keeps the settings
-# of the moment it was cached, in the pipeline.
-RUN_CONF = {OBSERVE_ALL_ATTEMPTS: "true"}
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
 # A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and
@@ -391,8 +386,18 @@ class RunContext:
         return self.count(df.distinct(), op)
 
     def share(self, df: DataFrame, op: str) -> DataFrame:
-        """A pipeline stream read by several operators: cache it so it is computed once."""
-        df = df.persist()
+        """A pipeline stream read by several operators: cache it so it is computed once.
+
+        Its counters (`--report`) sum every task, as loops' do: two stages that read it at once (a loop's entry
+        and its import, in one job) compute some of its partitions each, and a counter that keeps one stage's
+        tasks read half the records in a CI run (tests/test_runtime.py forces it). Only here: a cached plan
+        keeps the settings it was cached with, and a stream that is not cached is computed whole by every stage
+        that reads it (a `sort` samples its input first): there one stage's tasks are the count."""
+        if self.detailed and self.jvm_metrics:
+            with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"}):
+                df = df.persist()
+        else:
+            df = df.persist()
         self._cached.append(df)
         return df
 

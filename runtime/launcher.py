@@ -17,7 +17,7 @@ from typing import Optional
 from scopeflow.runtime import failures
 from scopeflow.runtime.arguments import (SnapshotOptions, UsageError, add_run_arguments, check_session_settings,
                                          check_setting, parse_conf, parse_params)
-from scopeflow.runtime.context import RUN_CONF, RunContext, settings
+from scopeflow.runtime.context import RunContext, settings
 from scopeflow.runtime.errors import ExitCode, RunRefused, RuntimeFailure, exit_codes_help
 from scopeflow.runtime.interrupts import Interrupted, stop_on_interrupt
 from scopeflow.runtime.preflight import flow_dir, preflight
@@ -70,7 +70,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
             config = module.CONFIG
         check_session_settings(spark)
         if is_stream:
-            with settings(spark, {**config, **RUN_CONF}, on_fixed=_fixed):
+            with settings(spark, config, on_fixed=_fixed):
                 loop_snapshots = snapshots if snapshots is not None and snapshots.of_loops(module) else None
                 streaming = StreamRun(spark, module, values, progress, stream, checkpoint, base_dir, trace=trace,
                                       detailed=bool(report), diagnostics=diagnostics, report_path=report,
@@ -81,7 +81,7 @@ def execute(module, params: Optional[dict] = None, spark=None, master=None, remo
                     run = streaming.last_run
             return _streamed(streaming, progress, report)
         tag = f"scopeflow-{uuid.uuid4().hex[:12]}"  # the run's Spark jobs: what Ctrl-C cancels
-        with settings(spark, {**config, **RUN_CONF}, on_fixed=_fixed), stop_on_interrupt(spark, tag) as interrupts:
+        with settings(spark, config, on_fixed=_fixed), stop_on_interrupt(spark, tag) as interrupts:
             run = RunContext(spark, module, values, progress, trace, detailed=bool(report), diagnostics=diagnostics,
                              base_dir=base_dir)
             run.interrupts = interrupts

@@ -805,6 +805,29 @@ def test_a_shared_streams_counter_adds_up_partitions_computed_by_different_stage
     assert got == reference.connected_components(edges)
 
 
+def test_a_counter_under_a_sort_counts_its_stream_once(spark, tmp_path):
+    """A `sort` samples its input in a job of its own, then computes it again: the counters below it (not cached)
+    count the records once, as Spark's default keeps one stage's tasks (summing every task counted 1978 of 989)."""
+    from conftest import write_csv
+
+    rows = [((i * 7919) % 1000, i) for i in range(1000)]
+    write_csv(tmp_path / "data" / "x.csv", ["a", "b"], rows)
+    (tmp_path / "s.flow").write_text(textwrap.dedent("""\
+        pipeline sorted
+        source x = read csv("data/x.csv", header = true) schema (a: long, b: long)
+        y = x | where(a > 10) | select(a, c = b + 1) | sort(by a)
+        sink y -> csv("out/y", header = true)
+    """))
+    run_file(str(tmp_path / "s.flow"), spark=spark, report=str(tmp_path / "run.json"))
+    doc = json.loads((tmp_path / "run.json").read_text())
+    want = sorted((a, b + 1) for a, b in rows if a > 10)
+    got = read_output(str(tmp_path / "out" / "y"), (int, int))
+    assert sorted(got) == want
+    by_kind = {e["name"]: e["records"] for e in doc["operators"].values()}
+    assert by_kind == {"where": len(want), "select": len(want), "sort y": len(want)}, doc["operators"]
+    assert doc["sinks"][0]["records"] == len(want)
+
+
 def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
     """--report reads operator times from each round's plans on a thread of its own; a walk that fails (a run
     that stopped Spark) leaves the report written, saying its times are incomplete, with the times it has."""
