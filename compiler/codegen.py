@@ -193,7 +193,7 @@ class Codegen:
                 continue
             target = self.ident(self.loop_output(node) if isinstance(node, ops.Loop) else nid)
             if self.shared(node, scope):
-                value += f".transform({ctx}.share, {_py(nid)})"
+                value += f".transform({ctx}.share, {_py(nid)}{', sorts=True' if self.sorts(node, scope) else ''})"
             out.append(f"{target} = {value}")
         return out
 
@@ -230,6 +230,20 @@ class Codegen:
             return False
         other_scopes = sum(1 for c in self.plan.consumers(node.id) if self.plan.nodes[c].scope != node.scope)
         return self.plan.uses(node.id) - other_scopes > 1
+
+    def sorts(self, node: ops.Operator, scope: Scope) -> bool:
+        """A `sort` among the operators a shared stream's cached plan computes: from it back to the shared streams
+        and sources it reads (runtime `RunContext.share`: such a plan's counters keep Spark's default)."""
+        seen, todo = set(), [node.id]
+        while todo:
+            n = self.plan.nodes[todo.pop()]
+            if isinstance(n, ops.Sort):
+                return True
+            if n.id in seen or isinstance(n, ops.Source) or (n.id != node.id and self.shared(n, scope)):
+                continue
+            seen.add(n.id)
+            todo.extend(i for i in n.inputs if self.plan.nodes[i].scope == node.scope)
+        return False
 
     def loop_output(self, loop: ops.Loop) -> str:
         """What a loop's statement binds: its single output, or the loop (its outputs by name)."""

@@ -385,15 +385,19 @@ class RunContext:
     def distinct(self, df: DataFrame, op: str) -> DataFrame:
         return self.count(df.distinct(), op)
 
-    def share(self, df: DataFrame, op: str) -> DataFrame:
+    def share(self, df: DataFrame, op: str, sorts: bool = False) -> DataFrame:
         """A pipeline stream read by several operators: cache it so it is computed once.
 
-        Its counters (`--report`) sum every task, as loops' do: two stages that read it at once (a loop's entry
-        and its import, in one job) compute some of its partitions each, and a counter that keeps one stage's
-        tasks read half the records in a CI run (tests/test_runtime.py forces it). Only here: a cached plan
-        keeps the settings it was cached with, and a stream that is not cached is computed whole by every stage
-        that reads it (a `sort` samples its input first): there one stage's tasks are the count."""
-        if self.detailed and self.jvm_metrics:
+        Its plan's counters (`--report`) sum every task, as loops' do. Two stages that read it at once (a loop's
+        entry and its import, in one job) compute some of its partitions each, and Spark (from 4.3) keeps one
+        stage's tasks: a counter read half the records in a CI run (tests/test_runtime.py forces it). The setting
+        is set around `persist`: Spark plans a cached query then, in a copy of the session's settings
+        (`CacheManager`, while `spark.sql.sources.bucketing.autoBucketedScan.enabled` is on, its default).
+
+        Not when its plan `sorts` (compiler/codegen.py): a `sort` first reads its input in a job of its own to
+        sample it, and summing every task would count the records below it twice. One stage's tasks count them
+        once; the counters above the sort may then read low if two stages fill the cache at once."""
+        if self.detailed and self.jvm_metrics and not sorts:
             with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"}):
                 df = df.persist()
         else:

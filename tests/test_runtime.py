@@ -805,11 +805,15 @@ def test_a_shared_streams_counter_adds_up_partitions_computed_by_different_stage
     assert got == reference.connected_components(edges)
 
 
-def test_a_counter_under_a_sort_counts_its_stream_once(spark, tmp_path):
-    """A `sort` samples its input in a job of its own, then computes it again: the counters below it (not cached)
-    count the records once, as Spark's default keeps one stage's tasks (summing every task counted 1978 of 989)."""
+def test_a_counter_under_a_sort_counts_its_stream_once(spark, session_at, tmp_path):
+    """A `sort` samples its input in a job of its own, then computes it again: the counters below it count the
+    records once, as Spark's default keeps one stage's tasks (summing every task counted 1978 of 989), also in a
+    shared stream's cached plan (runtime `RunContext.share`)."""
     from conftest import write_csv
 
+    if tuple(int(v) for v in spark.version.split(".")[:2]) < (4, 3):
+        pytest.skip("before Spark 4.3 a counter sums every task: the records below a sort are counted twice")
+    session_at(**{"spark.sql.shuffle.partitions": 2})  # (one partition: a sort samples nothing)
     rows = [((i * 7919) % 1000, i) for i in range(1000)]
     write_csv(tmp_path / "data" / "x.csv", ["a", "b"], rows)
     (tmp_path / "s.flow").write_text(textwrap.dedent("""\
@@ -817,15 +821,20 @@ def test_a_counter_under_a_sort_counts_its_stream_once(spark, tmp_path):
         source x = read csv("data/x.csv", header = true) schema (a: long, b: long)
         y = x | where(a > 10) | select(a, c = b + 1) | sort(by a)
         sink y -> csv("out/y", header = true)
+        sink y -> csv("out/y2", header = true)
+        z = x | where(a < 500) | sort(by b desc)
+        sink z -> csv("out/z", header = true)
     """))
     run_file(str(tmp_path / "s.flow"), spark=spark, report=str(tmp_path / "run.json"))
     doc = json.loads((tmp_path / "run.json").read_text())
-    want = sorted((a, b + 1) for a, b in rows if a > 10)
-    got = read_output(str(tmp_path / "out" / "y"), (int, int))
-    assert sorted(got) == want
-    by_kind = {e["name"]: e["records"] for e in doc["operators"].values()}
-    assert by_kind == {"where": len(want), "select": len(want), "sort y": len(want)}, doc["operators"]
-    assert doc["sinks"][0]["records"] == len(want)
+    y = sorted((a, b + 1) for a, b in rows if a > 10)
+    z = sorted((a, b) for a, b in rows if a < 500)
+    for out, want in (("y", y), ("y2", y), ("z", z)):
+        assert sorted(read_output(str(tmp_path / "out" / out), (int, int))) == want
+    counted = sorted((e["name"], e["records"]) for e in doc["operators"].values())
+    assert counted == sorted([("where", len(y)), ("select", len(y)), ("sort y", len(y)),
+                              ("where", len(z)), ("sort z", len(z))]), doc["operators"]
+    assert sorted(s["records"] for s in doc["sinks"]) == sorted([len(y), len(y), len(z)])
 
 
 def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
