@@ -232,15 +232,16 @@ class Codegen:
         return self.plan.uses(node.id) - other_scopes > 1
 
     def sorts(self, node: ops.Operator, scope: Scope) -> bool:
-        """A `sort` among the operators a shared stream's cached plan computes: from it back to the shared streams
-        and sources it reads (runtime `RunContext.share`: such a plan's counters keep Spark's default)."""
+        """A `sort` among the operators a shared stream's cached plan computes: from it back to the shared streams,
+        sources and loops it reads (a loop's output is a checkpoint) (runtime `RunContext.share`: such a plan's
+        counters keep Spark's default)."""
         seen, todo = set(), [node.id]
         while todo:
             n = self.plan.nodes[todo.pop()]
+            if n.id in seen or isinstance(n, (ops.Source, ops.Loop)) or (n.id != node.id and self.shared(n, scope)):
+                continue
             if isinstance(n, ops.Sort):
                 return True
-            if n.id in seen or isinstance(n, ops.Source) or (n.id != node.id and self.shared(n, scope)):
-                continue
             seen.add(n.id)
             todo.extend(i for i in n.inputs if self.plan.nodes[i].scope == node.scope)
         return False

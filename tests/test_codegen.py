@@ -113,6 +113,24 @@ def test_feedback_combiner_only_for_a_variables_only_reader(tmp_path, case):
         assert "combine=" not in code
 
 
+def test_a_shared_stream_says_whether_its_cached_plan_sorts(tmp_path):
+    """`share(..., sorts=True)` (runtime `RunContext.share`: its counters keep Spark's default) for a stream whose
+    own cached plan sorts; not for one that reads a sorted shared stream, nor one that reads a loop's output
+    (a checkpoint), whatever sorts before them."""
+    flow = tmp_path / "s.flow"
+    flow.write_text("source x = values (a: long, b: long) [(2, 1), (1, 2)]\n"
+                    "y = x | where(a > 0) | sort(by a)\nsink y -> console()\nsink y -> console()\n"
+                    "w = y | select(a, b = b + 1)\nsink w -> console()\nsink w -> console()\n"
+                    "z = x | where(b > 0) | sort(by b)\nout = loop l(v = z) max 5 on max stop {\nbest = v | reduce(by a, b = min(b))\n"
+                    "feedback v <- best | select(a, b = b - 1)\nemit state best\n}\n"
+                    "o = out | select(a, b)\nsink o -> console()\nsink o -> console()\n")
+    result = check_file(str(flow))
+    assert not result.errors, [d.render() for d in result.errors]
+    code = plan_to_pyspark(result.plan, str(flow))
+    shares = {line.split(" = ")[0].strip(): "sorts=True" in line for line in code.splitlines() if ".share, " in line}
+    assert shares == {"x": False, "y": True, "w": False, "o": False}, shares
+
+
 DEFER_CASES = {
     # what is fed back is computed from a reduce's (or distinct's) output and the import alone: deferred, the
     # operators below the anchors running in the next round's job
