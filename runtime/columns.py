@@ -60,10 +60,9 @@ def cached_lookups(spark):
     from py4j.java_gateway import JavaMember
 
     jvm = spark.sparkContext._jvm
-    with _cached_lock:
-        _cached["blocks"] += 1
     try:
         with _cached_lock:
+            _cached["blocks"] += 1
             for name in STATIC_CLASSES:
                 if not isinstance(vars(jvm).get(name), StaticMembers):
                     setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember))

@@ -397,10 +397,8 @@ class RunContext:
         Not when its plan `sorts` (compiler/codegen.py): a `sort` first reads its input in a job of its own to
         sample it, and summing every task would count the records below it twice. One stage's tasks count them
         once; the counters above the sort may then read low if two stages fill the cache at once."""
-        if self.detailed and self.jvm_metrics and not sorts:
-            with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"}):
-                df = df.persist()
-        else:
+        summed = self.detailed and self.jvm_metrics and not sorts
+        with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"} if summed else {}):
             df = df.persist()
         self._cached.append(df)
         return df

@@ -121,7 +121,8 @@ def test_a_shared_stream_says_whether_its_cached_plan_sorts(tmp_path):
     flow.write_text("source x = values (a: long, b: long) [(2, 1), (1, 2)]\n"
                     "y = x | where(a > 0) | sort(by a)\nsink y -> console()\nsink y -> console()\n"
                     "w = y | select(a, b = b + 1)\nsink w -> console()\nsink w -> console()\n"
-                    "z = x | where(b > 0) | sort(by b)\nout = loop l(v = z) max 5 on max stop {\nbest = v | reduce(by a, b = min(b))\n"
+                    "z = x | where(b > 0) | sort(by b)\n"
+                    "out = loop l(v = z) max 5 on max stop {\nbest = v | reduce(by a, b = min(b))\n"
                     "feedback v <- best | select(a, b = b - 1)\nemit state best\n}\n"
                     "o = out | select(a, b)\nsink o -> console()\nsink o -> console()\n")
     result = check_file(str(flow))

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 import reference
-from conftest import EXAMPLES, read_output
+from conftest import EXAMPLES, read_output, write_csv
 from scopeflow.compiler.graph import seconds_text
 from scopeflow.api import run_file
 
@@ -780,13 +780,12 @@ def test_a_shared_streams_counter_adds_up_partitions_computed_by_different_stage
     its second partition alone (the other stage's task, in a real run)."""
     import shutil
 
-    from conftest import write_csv
     from scopeflow.runtime.context import RunContext
 
     share = RunContext.share
 
-    def share_then_compute_one_partition(self, df, op):
-        df = share(self, df, op)
+    def share_then_compute_one_partition(self, df, op, **kw):
+        df = share(self, df, op, **kw)
         if op == "n003":  # (union both: the input's rows, then their reversal, a partition each)
             rdd = df.select("src").rdd
             assert rdd.getNumPartitions() == 2
@@ -809,8 +808,6 @@ def test_a_counter_under_a_sort_counts_its_stream_once(spark, session_at, tmp_pa
     """A `sort` samples its input in a job of its own, then computes it again: the counters below it count the
     records once, as Spark's default keeps one stage's tasks (summing every task counted 1978 of 989), also in a
     shared stream's cached plan (runtime `RunContext.share`)."""
-    from conftest import write_csv
-
     if tuple(int(v) for v in spark.version.split(".")[:2]) < (4, 3):
         pytest.skip("before Spark 4.3 a counter sums every task: the records below a sort are counted twice")
     session_at(**{"spark.sql.shuffle.partitions": 2})  # (one partition: a sort samples nothing)
