@@ -61,9 +61,16 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # starts, in the UI's explain mode: `formatted` (the default) walks the plan to number and list every operator,
 # 1-50 ms a checkpoint in the rounds of an incremental epoch (0.47 s over 50 checkpoints, against 0.05 s for
 # `simple`, timed directly; benchmarks/RESULTS.md). End to end, within the noise of a shared 2-core machine.
+#
+# Spark's optimizer propagates every operator's constraints up a plan and infers filters from them (`isnotnull`
+# on a join's keys, which an inner join applies anyway). Over a round's plans that is planning time every round:
+# without it the optimizer took 10 ms a round of a chain's PageRank instead of 16, and the whole run 0.89x
+# (benchmarks/RESULTS.md). It changes no result: filters inferred from constraints only repeat what the plan
+# already says.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
-             OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple"}
+             OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple",
+             "spark.sql.constraintPropagation.enabled": "false"}
 # A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and
 # Spark shuffles both sides of a join of two single-partition streams again when one is estimated above
 # `spark.sql.maxSinglePartitionBytes`, which a checkpoint always is (its statistics are detached): into one
