@@ -65,8 +65,10 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # Spark's optimizer propagates every operator's constraints up a plan and infers filters from them (`isnotnull`
 # on a join's keys, which an inner join applies anyway). Over a round's plans that is planning time every round:
 # without it the optimizer took 10 ms a round of a chain's PageRank instead of 16, and the whole run 0.89x
-# (benchmarks/RESULTS.md). It changes no result: filters inferred from constraints only repeat what the plan
-# already says.
+# (benchmarks/RESULTS.md). No record of a result changes: an inferred filter only drops records a join or filter
+# of the plan drops anyway. But it drops them earlier, so without it an expression below a join (a UDF among
+# them) also sees the records with a null key, and a filter on one side's join key is no longer copied to the
+# other side.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple",
