@@ -102,12 +102,16 @@ def cc_stdlib(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: flo
     return len(job.report["rounds"]), False
 
 
-LOOP_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1"}
+# What scopeflow's loops set that a careful hand-written loop would set too (runtime/context.py's LOOP_CONF,
+# less its counter and UI settings): the same planning for both contenders.
+LOOP_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
+                 "spark.sql.constraintPropagation.enabled": "false"}
 
 
 @contextlib.contextmanager
 def loop_settings(spark):
-    """AQE and auto-broadcast off while iterating (what scopeflow does inside loops), then restored."""
+    """AQE, auto-broadcast and constraint propagation off while iterating (what scopeflow does inside
+    loops), then restored."""
     saved = {k: spark.conf.get(k, None) for k in LOOP_SETTINGS}
     for k, v in LOOP_SETTINGS.items():
         spark.conf.set(k, v)

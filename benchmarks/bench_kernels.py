@@ -147,7 +147,7 @@ def pagerank_hand(spark, csv_path: str, out_dir: str, partitions: int, iteration
     the ranks are hash-partitioned by id into the same P partitions (the `groupBy` of each round puts
     them there) and sorted, so "ranks x links" joins without a shuffle; the round's one shuffle is
     the partially aggregated sum by destination. One Spark job per round (`localCheckpoint(eager)`:
-    constant plan size); AQE and broadcast joins off and the links cached deserialized, as in `sssp_hand`.
+    constant plan size); `bench_cc.LOOP_SETTINGS` and the links cached deserialized, as in `sssp_hand`.
     (Spark drops the `repartition` and the sort: the join with the degrees leaves the links partitioned
     and sorted by `src` already.)
     """

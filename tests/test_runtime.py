@@ -204,7 +204,7 @@ def test_rounds_are_planned_without_constraint_propagation_and_the_setting_is_pu
     make = Checkpoints.make
 
     def spying(self, df, round_no=None):
-        seen.append((spark.conf.get(key), df._jdf.queryExecution().optimizedPlan().toString()))
+        seen.append((spark.conf.get(key), df._jdf.queryExecution().optimizedPlan().toString(), df))
         return make(self, df, round_no)
 
     monkeypatch.setattr(Checkpoints, "make", spying)
@@ -220,9 +220,11 @@ def test_rounds_are_planned_without_constraint_propagation_and_the_setting_is_pu
     before = spark.conf.get(key)
     run_file(flow, spark=spark)
     assert spark.conf.get(key) == before == "true"
-    joins = [plan for _, plan in seen if "Join Inner" in plan]
-    assert not [plan for plan in joins if "isnotnull" in plan]
-    assert joins and {value for value, _ in seen} == {"false"}
+    joins = [(plan, df) for _, plan, df in seen if "Join Inner" in plan]
+    assert joins and not [plan for plan, _ in joins if "isnotnull" in plan]
+    assert {value for value, _, _ in seen} == {"false"}
+    # the control: the same round's query, planned again with the session's setting, gets the filters
+    assert "isnotnull" in joins[0][1].select("*")._jdf.queryExecution().optimizedPlan().toString()
     assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in (1, 2, 3, 4, 5))
 
 
