@@ -18,7 +18,7 @@ lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`). Planning a round i
 of small rounds in several partitions took ~0.7 of the time (benchmarks/RESULTS.md). Where a
 round's job keeps the cores busy, planning during it only competes with it (on 2 cores, such a
 job took 1.7x and its planning 3x as long), so by default a round is planned ahead only while the
-previous round's job took no longer than planning a round (`may_plan_ahead`).
+previous round's job took at most twice as long as planning a round, both timed alone (`may_plan_ahead`).
 """
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ from scopeflow.runtime.state import ReduceState
 from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
 MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
+# planAhead=auto (`LoopExecutor.may_plan_ahead`): plan ahead while the last job took at most this many times as long
+# as planning a round, both measured alone; and after this many rounds in a row planned ahead, plan one after its
+# predecessor's job, to measure both alone again (side by side both take longer)
+AHEAD_RATIO = 2.0
+AHEAD_PROBE = 16
 
 
 @define
@@ -130,6 +135,7 @@ class LoopExecutor:
         self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
+        self.ahead_streak = 0  # rounds planned ahead in a row, up to the current one
         self.finished: Optional[float] = None  # when the last round ended
         self.previous: Optional[Planned] = None  # the last round, if it deferred feedback its successor counts
         self.fanout: dict = {}  # deferred variable -> records fed back per key its anchors changed, last known
@@ -145,6 +151,7 @@ class LoopExecutor:
             planned = self.plan(act)
             while True:
                 ahead = job = None
+                self.ahead_streak = self.ahead_streak + 1 if planned.rnd.ahead else 0
                 try:
                     if self.may_plan_ahead(planned):
                         job = jobs.run_aside(run.spark, planned.props, planned.run_job)
@@ -265,15 +272,22 @@ class LoopExecutor:
 
         With `planAhead=auto` (the default), only while the previous round's job (of this activation or, in its
         first round, of the loop's previous activation in this run, `RunContext.job_seconds`; a streaming epoch
-        is a run of its own) took no longer than planning this round did: a round is planned in about the time
-        the last one took, so a longer job is one that keeps the cores busy with records, and planning during it
-        only slows both down (measured: incremental connected components' rounds, jobs of ~0.3 s against ~0.1 s
-        of planning, took 1.2x as long planned ahead). Both times are measured as the rounds run, planned ahead
-        or not."""
+        is a run of its own) took at most `AHEAD_RATIO` times as long as planning this round did. A round is
+        planned in about the time the last one took, so a job that takes much longer is one that keeps the cores
+        busy with records, and planning during it only slows both down (measured: incremental connected
+        components' rounds, jobs of ~0.34 s against ~0.11 s of planning, took 1.2x as long planned ahead); a job
+        about as long as planning leaves a core to it (connected components on a path of 400 vertices with trees,
+        jobs of ~53 ms against ~44 ms: 0.74x the time of planning every round after the job before). Both times are
+        measured as the rounds run.
+        A round planned ahead was planned during the job before, and both took longer than alone (3x and 1.7x in
+        the incremental rounds, whose ratio then looks like 1.7): so after `AHEAD_PROBE` rounds in a row planned
+        ahead, the next is planned after its predecessor's job, which measures both alone again."""
         run, act, protocol = self.run, self.act, self.protocol
         last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
         last_job = run.job_seconds.get(self.spec.scope)
-        pays = self.ahead_mode == "true" or (last_job is not None and last_job <= planned.plan_seconds)
+        pays = self.ahead_mode == "true" or (
+            last_job is not None and last_job <= AHEAD_RATIO * planned.plan_seconds
+            and not (planned.rnd.ahead and self.ahead_streak >= AHEAD_PROBE))
         return (self.ahead_mode is not None and pays and not last and not planned.rnd.nested and not act.preloaded
                 and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
 

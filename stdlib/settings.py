@@ -73,8 +73,8 @@ SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
                       "expected a positive number of bytes (e.g. 4194304: one partition per 4 MiB of a loop's "
                       "inputs)"),
     PLAN_AHEAD: (_one_of("auto", "true", "false"),
-                 "expected auto, true or false (auto: while a round's Spark job takes no longer than planning one; "
-                 "false: a loop plans each round after the previous round's Spark job)"),
+                 "expected auto, true or false (auto: while a round's Spark job takes at most twice as long as "
+                 "planning one; false: a loop plans each round after the previous round's Spark job)"),
     STATE_OVERLAY: (lambda t: _within(t, float, 0, 1),
                     "expected a share of a state's keys from 0 to 1 (e.g. 0: every round rewrites the whole state)"),
     STATE_OVERLAY_MIN_KEYS: (lambda t: _within(t, int, 0),
