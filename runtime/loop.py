@@ -18,7 +18,8 @@ lazy checkpoints (`plan_ahead`, `spark.scopeflow.planAhead`). Planning a round i
 of small rounds in several partitions took ~0.7 of the time (benchmarks/RESULTS.md). Where a
 round's job keeps the cores busy, planning during it only competes with it (on 2 cores, such a
 job took 1.7x and its planning 3x as long), so by default a round is planned ahead only while the
-previous round's job took at most twice as long as planning a round, both timed alone (`may_plan_ahead`).
+previous round's job took at most twice as long as planning a round (`may_plan_ahead`; side by side both take
+longer, so at least every 17th round of an activation is planned after the job before it, timing both alone).
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ from scopeflow.runtime.termination import LoopMaxError, TerminationProtocol
 
 MAX_EMIT_PIECES = 256  # an `emit` stream's per-round checkpoints are folded into one beyond this many
 # planAhead=auto (`LoopExecutor.may_plan_ahead`): plan ahead while the last job took at most this many times as long
-# as planning a round, both measured alone; and after this many rounds in a row planned ahead, plan one after its
-# predecessor's job, to measure both alone again (side by side both take longer)
+# as planning a round; and after this many rounds of an activation in a row planned ahead, plan one after its
+# predecessor's job, to time both alone again (side by side both take longer)
 AHEAD_RATIO = 2.0
 AHEAD_PROBE = 16
 
@@ -280,14 +281,17 @@ class LoopExecutor:
         jobs of ~53 ms against ~44 ms: 0.74x the time of planning every round after the job before). Both times are
         measured as the rounds run.
         A round planned ahead was planned during the job before, and both took longer than alone (3x and 1.7x in
-        the incremental rounds, whose ratio then looks like 1.7): so after `AHEAD_PROBE` rounds in a row planned
-        ahead, the next is planned after its predecessor's job, which measures both alone again."""
+        the incremental rounds, whose ratio then looks like 1.7): so after `AHEAD_PROBE` rounds of this activation
+        in a row planned ahead, the next is planned after its predecessor's job, which times both alone again.
+        (The count is the activation's: a streaming epoch's or a nested loop's activations of fewer rounds than
+        that keep comparing times taken side by side once they plan ahead; each starts again from times taken
+        alone.)"""
         run, act, protocol = self.run, self.act, self.protocol
         last = act.round + 1 >= (protocol.rounds if protocol.rounds is not None else self.max_rounds)
         last_job = run.job_seconds.get(self.spec.scope)
         pays = self.ahead_mode == "true" or (
             last_job is not None and last_job <= AHEAD_RATIO * planned.plan_seconds
-            and not (planned.rnd.ahead and self.ahead_streak >= AHEAD_PROBE))
+            and self.ahead_streak < AHEAD_PROBE)
         return (self.ahead_mode is not None and pays and not last and not planned.rnd.nested and not act.preloaded
                 and not run.interrupts.requested and (run.snapshots is None or not run.snapshots.due(self.spec, act.round)))
 
