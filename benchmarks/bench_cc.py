@@ -102,19 +102,21 @@ def cc_stdlib(spark, edges_csv: str, out_dir: str, partitions: int, limit_s: flo
     return len(job.report["rounds"]), False
 
 
-# What scopeflow's loops set that a careful hand-written loop would set too (runtime/context.py's LOOP_CONF,
-# less its counter and UI settings): the same planning for both contenders.
-LOOP_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
-                 "spark.sql.constraintPropagation.enabled": "false"}
+# The settings of scopeflow's loops (runtime/context.py's LOOP_CONF, with its values) that a careful hand-written
+# loop would set too, less its counter and UI settings: the same planning for both contenders.
+LOOP_SETTINGS = ("spark.sql.adaptive.enabled", "spark.sql.autoBroadcastJoinThreshold",
+                 "spark.sql.constraintPropagation.enabled")
 
 
 @contextlib.contextmanager
 def loop_settings(spark):
-    """AQE, auto-broadcast and constraint propagation off while iterating (what scopeflow does inside
+    """AQE, auto-broadcast and constraint propagation off while iterating (scopeflow's own values inside
     loops), then restored."""
+    from scopeflow.runtime.context import LOOP_CONF
+
     saved = {k: spark.conf.get(k, None) for k in LOOP_SETTINGS}
-    for k, v in LOOP_SETTINGS.items():
-        spark.conf.set(k, v)
+    for k in LOOP_SETTINGS:
+        spark.conf.set(k, LOOP_CONF[k])
     try:
         yield
     finally:
