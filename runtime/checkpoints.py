@@ -3,6 +3,10 @@
 - **local**: `localCheckpoint` (blocks on the local executor), statistics detached;
 - **replicated** (a cluster's default): `localCheckpoint` stored on two executors, so a
   lost executor loses no loop state;
+
+  both made from the executed plan's RDD with scopeflow's own copy function where it has one
+  (`Checkpoints.direct`, runtime/jvmfunctions.py), which is what `localCheckpoint` makes without its
+  SQL action and closure check;
 - **reliable** (`spark.scopeflow.checkpoint=reliable`): `checkpoint` files in the checkpoint
   directory (a filesystem every node shares); survives any executor loss, and costs a Spark
   job of its own per checkpointed frame;
@@ -21,11 +25,13 @@ from typing import Optional
 
 from pyspark.sql import DataFrame
 
+from scopeflow.runtime import jvmfunctions
 from scopeflow.runtime.arguments import check_setting, read_setting
 from scopeflow.runtime.deployment import is_connect, is_local, local_slots, master
 from scopeflow.stdlib.settings import CHECKPOINT, CHECKPOINT_DIR, CONNECT_RESET, CONNECT_SCRATCH
 
 CONNECT_RESET_EVERY = 8
+_UNKNOWN = object()
 _RDD_ID = re.compile(r"\[(\d+)\] at ")  # an RDD in `toDebugString`: "MapPartitionsRDD[475] at ..."
 
 
@@ -48,6 +54,7 @@ class Checkpoints:
         self.mode = checkpoint_mode(spark)
         self._detach = None  # JVM handles for `detach_statistics`, looked up once
         self._scratch: Optional[str] = None  # Connect: where `_connect_reset` writes
+        self._functions: object = _UNKNOWN  # jvmfunctions.Functions, or None: not looked up yet
 
     @property
     def counted_by_job(self) -> bool:
@@ -63,14 +70,82 @@ class Checkpoints:
             if round_no is not None and every > 0 and round_no % every == every - 1:
                 return self._connect_reset(df)
             return df.localCheckpoint(eager=False)
+        if self.mode == "reliable":
+            self._reliable_dir()
+            return self.detach_statistics(df.checkpoint(eager=False))
+        direct = self.direct(df)
+        if direct is not None:
+            return direct
         if self.mode == "replicated":
             from pyspark import StorageLevel
 
             return self.detach_statistics(df.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_2))
-        if self.mode == "reliable":
-            self._reliable_dir()
-            return self.detach_statistics(df.checkpoint(eager=False))
         return self.detach_statistics(df.localCheckpoint(eager=False))
+
+    def functions(self):
+        """scopeflow's JVM functions (runtime/jvmfunctions.py) for this run's local and replicated checkpoints
+        and round jobs, or None (then Spark's own API makes them)."""
+        if self._functions is _UNKNOWN:
+            self._functions = jvmfunctions.functions(self.spark) if self.counted_by_job else None
+        return self._functions
+
+    def describe(self) -> str:
+        """How this run's round checkpoints are made, for `--report` (a loop's `checkpoints`): the mode, and with
+        `jvm functions` where scopeflow's JVM functions made them (`direct`; `spark api` where they could not be
+        had)."""
+        if self.mode in ("connect", "reliable"):
+            return self.mode
+        return f"{self.mode}, {'spark api' if self._functions in (None, _UNKNOWN) else 'jvm functions'}"
+
+    def direct(self, df: DataFrame) -> Optional[DataFrame]:
+        """The lazy checkpoint of `df` made from its executed plan's RDD: the rows copied by scopeflow's function
+        (`InternalRow.copy`), marked for a local checkpoint (on two executors if `replicated`), under a
+        `LogicalRDD` with the plan's output partitioning and ordering and no statistics. That is what
+        `localCheckpoint` then `detach_statistics` make, without the SQL action `localCheckpoint` runs as and
+        without Spark's closure check of `classic.Dataset` (runtime/jvmfunctions.py; measured in
+        benchmarks/RESULTS.md). The rows are computed and stored by the job that first reads them, as before.
+
+        None (the caller takes `localCheckpoint`) without the functions, for an adaptive plan (loops plan
+        without adaptive execution: `context.LOOP_CONF`) and where the executed plan's output is not the
+        frame's own (`localCheckpoint` would rename the placement's columns)."""
+        fns = self.functions()
+        if fns is None:
+            return None
+        qe = df._jdf.queryExecution()
+        plan = qe.executedPlan()
+        if plan.nodeName() == "AdaptiveSparkPlan":
+            return None
+        output = qe.analyzed().output()
+        if _elements(output.toString()) != _elements(plan.output().toString()):
+            return None
+        if self._detach is None:
+            self._lookup()
+        none, dataset, single, collection, level, logical_rdd = self._detach
+        rdd = plan.execute().map(fns.copy_rows, fns.any_tag)
+        if self.mode == "replicated":
+            rdd.persist(level)
+        rdd.localCheckpoint()
+        partitioning = plan.outputPartitioning()
+        while collection.isInstance(partitioning):  # (the first leaf's, as `localCheckpoint` takes it)
+            partitioning = partitioning.partitionings().head()
+        if partitioning.numPartitions() == 1:
+            partitioning = single
+        session = self.spark._jsparkSession
+        fresh = logical_rdd(output, rdd, partitioning, plan.outputOrdering(), False, none, session, none, none, False)
+        out = DataFrame(dataset.ofRows(session, fresh), self.spark)
+        out._sf_checkpoint_rdd = rdd
+        return out
+
+    def _lookup(self) -> None:
+        """The JVM handles `detach_statistics` and `direct` use, looked up once."""
+        jvm = self.spark._jvm
+        physical = jvm.org.apache.spark.sql.catalyst.plans.physical
+        self._detach = (getattr(getattr(jvm.scala, "None$"), "MODULE$"),
+                        getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
+                        getattr(getattr(physical, "SinglePartition$"), "MODULE$"),
+                        jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection"),
+                        jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK_2(),
+                        jvm.org.apache.spark.sql.execution.LogicalRDD)
 
     def waves(self, checkpoints: list) -> list[list]:
         """The round's checkpoints grouped into the Spark jobs that store them, in order.
@@ -122,12 +197,8 @@ class Checkpoints:
         if plan.getClass().getSimpleName() != "LogicalRDD":
             return ck
         if self._detach is None:
-            jvm = self.spark._jvm
-            self._detach = (getattr(getattr(jvm.scala, "None$"), "MODULE$"),
-                            getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
-                            getattr(getattr(jvm.org.apache.spark.sql.catalyst.plans.physical, "SinglePartition$"),
-                                    "MODULE$"))
-        none, dataset, single = self._detach
+            self._lookup()
+        none, dataset, single = self._detach[:3]
         session = self.spark._jsparkSession
         partitioning = plan.outputPartitioning()
         if partitioning.numPartitions() == 1:
@@ -167,6 +238,11 @@ class Checkpoints:
         path = os.path.join(self._scratch, uuid.uuid4().hex[:12])
         df.write.mode("overwrite").parquet(path)
         return self.spark.read.parquet(path)
+
+
+def _elements(seq: str) -> str:
+    """A Scala Seq's text without its class name (`List(a#1L)`, `Vector(a#1L)`: the same attributes)."""
+    return seq[seq.find("("):]
 
 
 def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:

@@ -460,7 +460,7 @@ class RunContext:
                     outputs = run_activation(self, spec, body, entries, imports, act)
                 if start is not None and spec.strategy.guards:
                     act, outputs = self._guarded(spec, body, given, start, act, outputs)
-            self.report.loop_done(spec.scope, act.number, chosen)
+            self.report.loop_done(spec.scope, act.number, chosen, self.checkpoints.describe())
             if self.epoch is not None and spec.incremental and not self.stack:
                 self.epoch.finished[spec.scope] = act  # its states start the next epoch
         if self.snapshots is not None and not self.stack:

@@ -118,11 +118,14 @@ class RunReport:
             if op in attempt["operators"]:
                 attempt["operators"][op].update(records=n, status="BUSY" if n > 0 else "IDLE")
 
-    def loop_done(self, scope: str, number: int, parallelism=None) -> None:
+    def loop_done(self, scope: str, number: int, parallelism=None, checkpoints: Optional[str] = None) -> None:
         """`parallelism`: the partitions an outermost loop's activation ran in (parallelism.Parallelism);
-        the report keeps its last activation's."""
+        the report keeps its last activation's. `checkpoints`: how its rounds' checkpoints were made
+        (`Checkpoints.describe`)."""
         loop = self._loop(scope)
         loop["activations"] = number
+        if checkpoints is not None:
+            loop["checkpoints"] = checkpoints
         if parallelism is not None:
             loop["partitions"] = parallelism.to_json()
 

@@ -22,6 +22,7 @@ DEFER_FEEDBACK = "spark.scopeflow.deferFeedback"  # true | false: leave a feedba
 INCREMENTAL = "spark.scopeflow.incremental"  # auto | off | always (runtime/incremental.py)
 INCREMENTAL_MAX_CHANGE = "spark.scopeflow.incremental.maxChange"  # a fraction of the input so far
 INCREMENTAL_STATE_EVERY = "spark.scopeflow.incremental.stateEvery"  # epochs between an incremental loop's state writes
+JVM_FUNCTIONS = "spark.scopeflow.jvmFunctions"  # true | false: rounds' checkpoints and jobs with scopeflow's JVM functions
 LOOP_PARTITIONS = "spark.scopeflow.loopPartitions"  # auto | a number of partitions (runtime/parallelism.py)
 PARTITION_BYTES = "spark.scopeflow.loopPartitionBytes"  # input bytes per partition, for auto
 PLAN_AHEAD = "spark.scopeflow.planAhead"  # auto | true | false: plan a round while the previous round's job runs
@@ -67,6 +68,8 @@ SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
     INCREMENTAL_STATE_EVERY: (lambda t: _within(t, int, 1),
                               "expected a positive number of epochs (e.g. 1: every epoch writes the states of its "
                               "incremental loops)"),
+    JVM_FUNCTIONS: (_one_of("true", "false"),
+                    "expected true or false (false: round checkpoints and jobs through Spark's own API only)"),
     LOOP_PARTITIONS: (lambda t: t.strip().lower() == "auto" or _within(t, int, 1),
                       "expected auto or a positive number of partitions (e.g. 1: every loop in one partition)"),
     PARTITION_BYTES: (lambda t: _within(t, int, 1),

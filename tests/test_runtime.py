@@ -1255,10 +1255,10 @@ def test_metric_counters_are_read_from_the_maps_text_or_entry_by_entry():
 
 
 class _Handles:
-    """What `round.compute_checkpoints` reads of a run: the session and its cache of JVM handles."""
+    """What `round.compute_checkpoints` reads of a run: the session, its checkpoints and its cache of JVM handles."""
 
-    def __init__(self, spark, preset: dict):
-        self.spark, self._handles = spark, dict(preset)
+    def __init__(self, spark, preset: dict, checkpoints=None):
+        self.spark, self._handles, self.checkpoints = spark, dict(preset), checkpoints
 
     def handle(self, key, build):
         if key not in self._handles:
@@ -1266,16 +1266,24 @@ class _Handles:
         return self._handles[key]
 
 
-@pytest.mark.parametrize("start_indices", ["field", "partitions"])
+@pytest.mark.parametrize("start_indices", ["functions", "field", "partitions"])
 def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_indices):
     # the records of every checkpoint of a round, in one Spark job, from its partitions' sizes: also an
     # empty checkpoint, one of no partitions at all, and one read by another (whose partitions were stored
-    # before the job, by a job of their own)
+    # before the job, by a job of their own); counted by scopeflow's JVM function (runtime/jvmfunctions.py) or,
+    # without it, by `zipWithIndex` (its start indices read from its field or from its partitions)
     from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
     from scopeflow.runtime.jobs import jobs_in_group
     from scopeflow.runtime.round import compute_checkpoints
+    from scopeflow.stdlib.settings import JVM_FUNCTIONS
 
-    checkpoints = Checkpoints(spark)
+    if start_indices != "functions":
+        spark.conf.set(JVM_FUNCTIONS, "false")
+    try:
+        checkpoints = Checkpoints(spark)
+        assert (checkpoints.functions() is not None) == (start_indices == "functions")
+    finally:
+        spark.conf.unset(JVM_FUNCTIONS)
     frames = [spark.range(0, 1000, 1, 3), spark.range(0, 0, 1, 2), spark.createDataFrame([], "id long"),
               spark.range(0, 77, 1, 1), spark.range(0, 500, 1, 4).where("id % 7 = 3")]
     cks = [checkpoints.make(df) for df in frames]
@@ -1284,7 +1292,7 @@ def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_in
     group = f"count-checkpoints-{start_indices}"
     spark.sparkContext.setJobGroup(group, "count checkpoints")
     try:
-        run = _Handles(spark, {} if start_indices == "field" else {"zipped-start-indices": None})
+        run = _Handles(spark, {"zipped-start-indices": None} if start_indices == "partitions" else {}, checkpoints)
         got = compute_checkpoints(run, cks)
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)

@@ -88,6 +88,8 @@ def test_connected_components_on_cluster_equals_local(spark, spark_cluster, exec
             report = json.load(fh)
         assert report["status"] == "ok"
         assert any(r["counts"] for r in report["rounds"]), "per-operator counts are read on a cluster too"
+        # made with scopeflow's JVM functions, their jar sent to the executors (runtime/jvmfunctions.py)
+        assert [lp["checkpoints"] for lp in report["loops"]] == ["replicated, jvm functions"], report["loops"]
         # a round's body reads its reduce's new state (to compute the feedback it stores): stored by a job before
         # the rest, never computed twice on two executors (counters that count twice make a round count its
         # records again, in a job more); a round that leaves its feedback to the next round stores the state alone

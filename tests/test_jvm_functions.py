@@ -1,0 +1,186 @@
+"""scopeflow's JVM functions (runtime/jvmfunctions.py): round checkpoints made from the executed plan's RDD and
+round jobs counted by a function of scopeflow's own, on real local Spark, against what Spark's own API makes."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections import Counter
+
+import pytest
+
+import reference
+from conftest import EXAMPLES, read_output, write_csv
+from scopeflow.api import run_file
+from scopeflow.runtime import checkpoints as ckmod
+from scopeflow.runtime import jvmfunctions
+from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+from scopeflow.runtime.context import LOOP_CONF, settings
+from scopeflow.runtime.round import compute_checkpoints
+from scopeflow.stdlib.settings import JVM_FUNCTIONS
+
+pytestmark = pytest.mark.spark
+
+
+class Run:
+    """What `compute_checkpoints` reads of its run: the session, the checkpoints and its JVM handles."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.checkpoints = Checkpoints(spark)
+        self._handles: dict = {}
+
+    def handle(self, key, build):
+        if key not in self._handles:
+            self._handles[key] = build()
+        return self._handles[key]
+
+
+@pytest.fixture
+def functions_off(spark):
+    spark.conf.set(JVM_FUNCTIONS, "false")
+    yield
+    spark.conf.unset(JVM_FUNCTIONS)
+
+
+def _keyed(spark, n: int, partitions: int):
+    from pyspark.sql import functions as F
+
+    rows = spark.range(n).select((F.col("id") % 97).alias("k"), F.col("id").alias("v"))
+    return rows.repartition(partitions, "k").groupBy("k").agg(F.min("v").alias("v"), F.count("v").alias("n"))
+
+
+def test_the_functions_compile_once_and_their_jar_is_added_once(spark):
+    one, two = jvmfunctions.functions(spark), jvmfunctions.functions(spark)
+    assert one is not None and one is two
+    jars = [j for j in spark.sparkContext._jsc.sc().listJars().toString().split(", ") if "scopeflow-functions" in j]
+    assert len(jars) == 1, spark.sparkContext._jsc.sc().listJars().toString()
+
+
+def test_a_direct_checkpoint_holds_what_local_checkpoint_holds_and_keeps_the_placement(spark):
+    with settings(spark, LOOP_CONF):
+        run = Run(spark)
+        df = _keyed(spark, 5000, 3)
+        ck = run.checkpoints.direct(df)
+        assert ck is not None, "the loop's plan should be checkpointed directly"
+        assert not checkpoint_rdd(ck).isCheckpointed()  # lazy: stored by the round's job
+        assert compute_checkpoints(run, [ck]) == [97]
+        assert checkpoint_rdd(ck).isCheckpointed()  # the job cut the lineage
+        want = sorted(tuple(r) for r in df.localCheckpoint(eager=True).collect())
+        assert sorted(tuple(r) for r in ck.collect()) == want
+        # the placement is the plan's (hash by k in 3), so an aggregate by k shuffles nothing
+        assert "hashpartitioning(k#" in ck._jdf.queryExecution().logical().outputPartitioning().toString()
+        plan = ck.groupBy("k").count()._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan, plan
+        # no statistics inherited from the plan: Spark's default estimate, as `detach_statistics` leaves it
+        def size(frame):
+            return frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+
+        detached = run.checkpoints.detach_statistics(df.localCheckpoint(eager=False))
+        assert size(ck) == size(detached) == (1 << 63) - 1  # (spark.sql.defaultSizeInBytes)
+        assert size(df.localCheckpoint(eager=False)) < size(ck)  # (what a checkpoint would inherit)
+
+
+def test_a_one_partition_checkpoint_says_single_partition(spark):
+    with settings(spark, LOOP_CONF):
+        run = Run(spark)
+        ck = run.checkpoints.direct(_keyed(spark, 1000, 1))
+        assert ck._jdf.queryExecution().logical().outputPartitioning().toString() == "SinglePartition"
+        assert compute_checkpoints(run, [ck]) == [97]
+
+
+def test_the_round_job_counts_each_checkpoint_with_or_without_the_functions(spark, functions_off):
+    """Several checkpoints (one empty, different partition counts) in one job: the counts per checkpoint are the
+    same through scopeflow's counting function and through `zipWithIndex`, and right."""
+    from pyspark.sql import functions as F
+
+    def frames():
+        return [_keyed(spark, 3000, 4), spark.range(10).where(F.col("id") < 0),
+                spark.range(1234).repartition(2), _keyed(spark, 50, 1)]
+
+    with settings(spark, LOOP_CONF):
+        without = Run(spark)  # (the fixture turned them off)
+        assert without.checkpoints.functions() is None
+        cks = [without.checkpoints.make(df) for df in frames()]
+        assert not any(vars(ck).get("_sf_checkpoint_rdd") is None for ck in cks)
+        assert compute_checkpoints(without, cks) == [97, 0, 1234, 50]
+        spark.conf.unset(JVM_FUNCTIONS)
+        with_fns = Run(spark)
+        assert with_fns.checkpoints.functions() is not None
+        cks = [with_fns.checkpoints.make(df) for df in frames()]
+        assert compute_checkpoints(with_fns, cks) == [97, 0, 1234, 50]
+        assert [ck.count() for ck in cks] == [97, 0, 1234, 50]
+
+
+def test_an_adaptive_plan_is_checkpointed_by_spark(spark):
+    """Loops plan without adaptive execution (`LOOP_CONF`); a plan that has it is checkpointed by Spark's own
+    `localCheckpoint` (`direct` declines), with the same rows."""
+    with settings(spark, {"spark.sql.adaptive.enabled": "true"}):
+        run = Run(spark)
+        df = _keyed(spark, 500, 2)
+        assert run.checkpoints.direct(df) is None
+        ck = run.checkpoints.make(df)
+        assert compute_checkpoints(run, [ck]) == [97]
+        assert sorted(tuple(r) for r in ck.collect()) == sorted(tuple(r) for r in df.collect())
+
+
+def test_a_plan_whose_output_is_not_the_frames_is_checkpointed_by_spark(spark, monkeypatch):
+    """Where the executed plan's output is not the frame's own (the placement would name other columns),
+    `direct` declines; the comparison is made to fail here (two different texts), the rows are the same."""
+    with settings(spark, LOOP_CONF):
+        run = Run(spark)
+        df = _keyed(spark, 500, 2)
+        texts = iter(["(k#1L, v#2L, n#3L)", "(k#1L, v#9L, n#3L)"])
+        monkeypatch.setattr(ckmod, "_elements", lambda text: next(texts))
+        assert run.checkpoints.direct(df) is None
+        monkeypatch.undo()
+        ck = run.checkpoints.make(df)
+        assert compute_checkpoints(run, [ck]) == [97]
+        assert sorted(tuple(r) for r in ck.collect()) == sorted(tuple(r) for r in df.collect())
+
+
+def test_scala_seq_texts_compare_by_their_elements():
+    assert ckmod._elements("List(k#1L, v#2L)") == ckmod._elements("Vector(k#1L, v#2L)")
+    assert ckmod._elements("List(k#1L, v#2L)") != ckmod._elements("List(k#1L, v#3L)")
+
+
+@pytest.mark.parametrize("setting", [None, "false"])
+def test_loops_give_the_reference_results_with_and_without_the_functions(spark, example_copy, monkeypatch, setting):
+    made = Counter()
+    direct = Checkpoints.direct
+
+    def counting(self, df):
+        out = direct(self, df)
+        made["direct" if out is not None else "api"] += 1
+        return out
+
+    monkeypatch.setattr(Checkpoints, "direct", counting)
+    if setting is not None:
+        spark.conf.set(JVM_FUNCTIONS, setting)
+    try:
+        flow = example_copy("sssp.flow")
+        job = run_file(flow, spark=spark)
+    finally:
+        spark.conf.unset(JVM_FUNCTIONS)
+    got = dict(read_output(os.path.join(os.path.dirname(flow), "out/distances"), (int, float)))
+    wedges = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "wgraph.csv"), (int, int, float))
+    want = reference.sssp(wedges, 1)
+    assert set(got) == set(want)
+    assert all(got[k] == pytest.approx(want[k]) for k in want)
+    how = [loop["checkpoints"] for loop in job.report["loops"].values()]
+    if setting is None:
+        assert made["direct"] > 0 and made["api"] == 0, made
+        assert how == ["local, jvm functions"]
+    else:
+        assert made["direct"] == 0 and made["api"] > 0, made
+        assert how == ["local, spark api"]
+
+
+def test_a_bad_jvm_functions_setting_is_a_usage_error_before_spark_starts(run_cli, tmp_path):
+    shutil.copy(os.path.join(EXAMPLES, "connected_components.flow"), tmp_path)
+    write_csv(tmp_path / "data" / "graph.csv", ["src", "dst"], [(1, 2)])
+    out = run_cli("run", str(tmp_path / "connected_components.flow"), "--conf", f"{JVM_FUNCTIONS}=maybe",
+                  env={**os.environ, "JAVA_HOME": "/nonexistent", "PATH": os.path.dirname(sys.executable)})
+    assert out.returncode == 2, out.stderr
+    assert f"--conf {JVM_FUNCTIONS}=maybe: expected true or false" in out.stderr, out.stderr
+    assert not (tmp_path / "out").exists()
