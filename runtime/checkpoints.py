@@ -21,6 +21,8 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections import Counter
+from types import SimpleNamespace
 from typing import Optional
 
 from pyspark.sql import DataFrame
@@ -52,9 +54,10 @@ class Checkpoints:
     def __init__(self, spark):
         self.spark = spark
         self.mode = checkpoint_mode(spark)
-        self._detach = None  # JVM handles for `detach_statistics`, looked up once
+        self._jvm: Optional[SimpleNamespace] = None  # JVM handles for `detach_statistics` and `direct` (`_handles`)
         self._scratch: Optional[str] = None  # Connect: where `_connect_reset` writes
-        self._functions: object = _UNKNOWN  # jvmfunctions.Functions, or None: not looked up yet
+        self._functions: object = _UNKNOWN  # jvmfunctions.Functions or None (not to be had), once looked up
+        self.made: Counter = Counter()  # local and replicated checkpoints made: "direct", "api" (`describe`)
 
     @property
     def counted_by_job(self) -> bool:
@@ -74,6 +77,7 @@ class Checkpoints:
             self._reliable_dir()
             return self.detach_statistics(df.checkpoint(eager=False))
         direct = self.direct(df)
+        self.made["direct" if direct is not None else "api"] += 1
         if direct is not None:
             return direct
         if self.mode == "replicated":
@@ -90,24 +94,33 @@ class Checkpoints:
         return self._functions
 
     def describe(self) -> str:
-        """How this run's round checkpoints are made, for `--report` (a loop's `checkpoints`): the mode, and with
-        `jvm functions` where scopeflow's JVM functions made them (`direct`; `spark api` where they could not be
-        had)."""
-        if self.mode in ("connect", "reliable"):
+        """How this run's round checkpoints were made, for `--report` (a loop's `checkpoints`): the mode, and for
+        `local` and `replicated` `jvm functions` (all by `direct`), `spark api` (none: with why, where the
+        functions could not be had) or `jvm functions for N of M` (the rest by Spark's API)."""
+        if not self.counted_by_job:
             return self.mode
-        return f"{self.mode}, {'spark api' if self._functions in (None, _UNKNOWN) else 'jvm functions'}"
+        direct, api = self.made["direct"], self.made["api"]
+        if api == 0 and direct:
+            return f"{self.mode}, jvm functions"
+        if direct == 0:
+            why = jvmfunctions.why_not(self.spark)
+            return f"{self.mode}, spark api" + (f" ({why})" if why else "")
+        return f"{self.mode}, jvm functions for {direct} of {direct + api}"
 
     def direct(self, df: DataFrame) -> Optional[DataFrame]:
         """The lazy checkpoint of `df` made from its executed plan's RDD: the rows copied by scopeflow's function
         (`InternalRow.copy`), marked for a local checkpoint (on two executors if `replicated`), under a
-        `LogicalRDD` with the plan's output partitioning and ordering and no statistics. That is what
-        `localCheckpoint` then `detach_statistics` make, without the SQL action `localCheckpoint` runs as and
+        `LogicalRDD` of the frame's output with the plan's output partitioning (a collection's first) and
+        ordering, and no statistics. That is what `localCheckpoint` then `detach_statistics` make
+        (`Dataset.checkpoint`, `LogicalRDD.fromDataset`), without the SQL action `localCheckpoint` runs as and
         without Spark's closure check of `classic.Dataset` (runtime/jvmfunctions.py; measured in
         benchmarks/RESULTS.md). The rows are computed and stored by the job that first reads them, as before.
+        Without the SQL action, the plan's metrics are not reset before it runs (a round's plans are new, and
+        run once) and a job that building the RDD starts (a broadcast, a subquery) has no SQL execution id; it
+        has the session's SQL settings, which the RDD is built with (`jvmfunctions`' `PlanRows`).
 
-        None (the caller takes `localCheckpoint`) without the functions, for an adaptive plan (loops plan
-        without adaptive execution: `context.LOOP_CONF`) and where the executed plan's output is not the
-        frame's own (`localCheckpoint` would rename the placement's columns)."""
+        None (the caller takes `localCheckpoint`) without the functions, and for an adaptive plan (loops plan
+        without adaptive execution: `context.LOOP_CONF`), which Spark runs in stages as it plans it."""
         fns = self.functions()
         if fns is None:
             return None
@@ -115,37 +128,37 @@ class Checkpoints:
         plan = qe.executedPlan()
         if plan.nodeName() == "AdaptiveSparkPlan":
             return None
-        output = qe.analyzed().output()
-        if _elements(output.toString()) != _elements(plan.output().toString()):
-            return None
-        if self._detach is None:
-            self._lookup()
-        none, dataset, single, collection, level, logical_rdd = self._detach
-        rdd = plan.execute().map(fns.copy_rows, fns.any_tag)
+        jvm = self._handles()
+        session = self.spark._jsparkSession
+        rdd = fns.plan_rows.rows(session, plan, fns.copy_rows, fns.any_tag)
         if self.mode == "replicated":
-            rdd.persist(level)
+            rdd.persist(jvm.two_replicas)
         rdd.localCheckpoint()
         partitioning = plan.outputPartitioning()
-        while collection.isInstance(partitioning):  # (the first leaf's, as `localCheckpoint` takes it)
+        while jvm.collection.isInstance(partitioning):  # (the first leaf's, as `localCheckpoint` takes it)
             partitioning = partitioning.partitionings().head()
         if partitioning.numPartitions() == 1:
-            partitioning = single
-        session = self.spark._jsparkSession
-        fresh = logical_rdd(output, rdd, partitioning, plan.outputOrdering(), False, none, session, none, none, False)
-        out = DataFrame(dataset.ofRows(session, fresh), self.spark)
+            partitioning = jvm.single
+        fresh = jvm.logical_rdd(qe.analyzed().output(), rdd, partitioning, plan.outputOrdering(), False, jvm.none,
+                                session, jvm.none, jvm.none, False)
+        out = DataFrame(jvm.dataset.ofRows(session, fresh), self.spark)
         out._sf_checkpoint_rdd = rdd
         return out
 
-    def _lookup(self) -> None:
+    def _handles(self) -> SimpleNamespace:
         """The JVM handles `detach_statistics` and `direct` use, looked up once."""
-        jvm = self.spark._jvm
-        physical = jvm.org.apache.spark.sql.catalyst.plans.physical
-        self._detach = (getattr(getattr(jvm.scala, "None$"), "MODULE$"),
-                        getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
-                        getattr(getattr(physical, "SinglePartition$"), "MODULE$"),
-                        jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection"),
-                        jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK_2(),
-                        jvm.org.apache.spark.sql.execution.LogicalRDD)
+        if self._jvm is None:
+            jvm = self.spark._jvm
+            physical = jvm.org.apache.spark.sql.catalyst.plans.physical
+            self._jvm = SimpleNamespace(
+                none=getattr(getattr(jvm.scala, "None$"), "MODULE$"),
+                dataset=getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
+                single=getattr(getattr(physical, "SinglePartition$"), "MODULE$"),
+                collection=jvm.java.lang.Class.forName(
+                    "org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection"),
+                two_replicas=jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK_2(),
+                logical_rdd=jvm.org.apache.spark.sql.execution.LogicalRDD)
+        return self._jvm
 
     def waves(self, checkpoints: list) -> list[list]:
         """The round's checkpoints grouped into the Spark jobs that store them, in order.
@@ -196,9 +209,8 @@ class Checkpoints:
         plan = ck._jdf.queryExecution().logical()
         if plan.getClass().getSimpleName() != "LogicalRDD":
             return ck
-        if self._detach is None:
-            self._lookup()
-        none, dataset, single = self._detach[:3]
+        jvm = self._handles()
+        none, dataset, single = jvm.none, jvm.dataset, jvm.single
         session = self.spark._jsparkSession
         partitioning = plan.outputPartitioning()
         if partitioning.numPartitions() == 1:
@@ -238,11 +250,6 @@ class Checkpoints:
         path = os.path.join(self._scratch, uuid.uuid4().hex[:12])
         df.write.mode("overwrite").parquet(path)
         return self.spark.read.parquet(path)
-
-
-def _elements(seq: str) -> str:
-    """A Scala Seq's text without its class name (`List(a#1L)`, `Vector(a#1L)`: the same attributes)."""
-    return seq[seq.find("("):]
 
 
 def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:

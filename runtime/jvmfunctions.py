@@ -11,14 +11,16 @@ Spark's public API that costs, every round (benchmarks/RESULTS.md, twenty-first 
   `SparkContext` (205 KB), parsed again, ~2 ms.
 
 A function of a class of its own (not a closure: nothing to clean) avoids both parses, and building the
-checkpoint from the plan's RDD directly avoids the SQL action. The two classes are compiled from the Java
+checkpoint from the plan's RDD directly avoids the SQL action (a third class builds that RDD with the session's
+SQL settings propagated, as the action does, for the jobs that building it may start). The two classes are compiled from the Java
 source below by Janino, the Java compiler that Spark uses for its generated code and ships in its jars: nothing
 to build or install. They are compiled once per driver JVM (~0.2 s, at the first loop's first checkpoint),
 and their class files go to the executors in a jar of their own (`SparkContext.addJar`, a temporary file
 removed when this process exits): a task's function is a class the executor must load by name.
 
-`functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile or `addJar` that
-fails; `spark.scopeflow.jvmFunctions=false`): then the checkpoints go through Spark's API as before.
+`functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile that fails, a jar
+the context does not add; `spark.scopeflow.jvmFunctions=false`): then the checkpoints go through Spark's API as
+before, and `--report` says so and why (`why_not`).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 import zipfile
 from typing import Optional
 
@@ -37,11 +40,25 @@ from scopeflow.runtime.deployment import is_connect
 from scopeflow.stdlib.settings import JVM_FUNCTIONS
 
 PACKAGE = "scopeflow.jvm"
+JAR = "scopeflow-functions.jar"
 SOURCES = {
     # a row of an executed plan's iterator is reused for the next one: a stored row must be a copy
     "CopyRows": """
 public final class CopyRows extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
     public Object apply(Object row) { return ((org.apache.spark.sql.catalyst.InternalRow) row).copy(); }
+}""",
+    # (the driver's) a plan's RDD of copied rows, built as a SQL action builds it: with the session's SQL settings
+    # in the thread's local properties, so the jobs that building it starts (a broadcast, a subquery) run with them
+    "PlanRows": """
+public final class PlanRows {
+    public Object rows(org.apache.spark.sql.classic.SparkSession session,
+                       final org.apache.spark.sql.execution.SparkPlan plan,
+                       final scala.Function1 copy, final scala.reflect.ClassTag tag) {
+        return org.apache.spark.sql.execution.SQLExecution.withSQLConfPropagated(session,
+            new scala.runtime.AbstractFunction0() {
+                public Object apply() { return plan.execute().map(copy, tag); }
+            });
+    }
 }""",
     # a task's result: the records of its partition (reading them stores the checkpoints they come from)
     "CountRows": """
@@ -61,48 +78,72 @@ class Functions:
     copy_rows: object  # a scala.Function1[InternalRow, InternalRow]: `InternalRow.copy`
     count_rows: object  # a scala.Function2[TaskContext, Iterator[_], java.lang.Long]: the partition's records
     any_tag: object  # ClassTag.AnyRef: the element type of the RDDs and arrays they make
+    plan_rows: object  # `rows(session, plan, copy_rows, any_tag)`: the plan's RDD of copied rows (the driver's)
 
 
 _LOCK = threading.Lock()
-_COMPILED: dict = {}  # id of the py4j gateway -> (jar path, {class name: instance}); None: compiling failed
-_ADDED: dict = {}  # id of the JVM SparkContext's application -> Functions (the jar added to it)
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # py4j gateway -> (jar, {name: instance}) or why not
+_ADDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> Functions, or why not (a str)
 
 
 def functions(spark) -> Optional[Functions]:
-    """The functions, their jar added to `spark`'s SparkContext (once per application); None where they
-    cannot be had (see the module's docstring)."""
-    if is_connect(spark) or read_setting(spark, JVM_FUNCTIONS, "true").strip().lower() == "false":
+    """The functions, their jar added to `spark`'s SparkContext (once per context); None where they cannot be
+    had (see the module's docstring, and `why_not`)."""
+    if is_connect(spark):
         return None
-    sc = spark.sparkContext
-    app = sc.applicationId
+    out = _added(spark)
+    return out if isinstance(out, Functions) else None
+
+
+def why_not(spark) -> Optional[str]:
+    """Why `functions(spark)` is None (for `--report`), or None if it is not (or was never asked)."""
+    if is_connect(spark):
+        return "Spark Connect"
+    if _switched_off(spark):
+        return f"{JVM_FUNCTIONS}=false"
     with _LOCK:
-        if app in _ADDED:
-            return _ADDED[app]
-        compiled = _compile(spark)
-        out = None
-        if compiled is not None:
-            jar, instances = compiled
-            try:
-                sc._jsc.sc().addJar(jar)
-                tag = getattr(getattr(spark._jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()
-                out = Functions(instances["CopyRows"], instances["CountRows"], tag)
-            except Exception:  # noqa: BLE001 - (a jar the context refuses: Spark's own API still works)
-                out = None
-        _ADDED[app] = out
-        return out
+        out = _ADDED.get(spark.sparkContext)
+    return out if isinstance(out, str) else None
 
 
-def _compile(spark) -> Optional[tuple]:
-    """Compile `SOURCES` in the driver JVM (once per JVM) and write their class files into a jar."""
-    key = id(spark.sparkContext._gateway)
-    if key in _COMPILED:
-        return _COMPILED[key]
-    out = None
+def _switched_off(spark) -> bool:
+    return read_setting(spark, JVM_FUNCTIONS, "true").strip().lower() == "false"
+
+
+def _added(spark):
+    """`Functions` for `spark`'s context (compiled and added once per context), or why not (a str)."""
+    if _switched_off(spark):
+        return f"{JVM_FUNCTIONS}=false"
+    sc = spark.sparkContext
+    with _LOCK:
+        if sc not in _ADDED:
+            _ADDED[sc] = _add(spark, sc)
+        return _ADDED[sc]
+
+
+def _add(spark, sc):
+    compiled = _compile(spark)
+    if isinstance(compiled, str):
+        return compiled
+    jar, instances = compiled
+    sc._jsc.sc().addJar(jar)  # (Spark logs a jar it cannot add and goes on: it is added if the context lists it)
+    if f"/{JAR}" not in sc._jsc.sc().listJars().toString():
+        return f"SparkContext.addJar did not add {jar} (see the JVM log)"
+    tag = getattr(getattr(spark._jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()
+    return Functions(instances["CopyRows"], instances["CountRows"], tag, instances["PlanRows"])
+
+
+def _compile(spark):
+    """Compile `SOURCES` in the driver JVM (once per JVM) and write their class files into a jar: (jar path,
+    {class name: instance}), or why not (a str)."""
+    gateway = spark.sparkContext._gateway
+    if gateway in _COMPILED:
+        return _COMPILED[gateway]
     try:
         jvm = spark._jvm
         folder = tempfile.mkdtemp(prefix="scopeflow-jvm-functions-")
         atexit.register(shutil.rmtree, folder, True)
-        jar = os.path.join(folder, "scopeflow-functions.jar")
+        jar = os.path.join(folder, JAR)
         instances = {}
         with zipfile.ZipFile(jar, "w") as z:
             for name, source in SOURCES.items():
@@ -113,7 +154,7 @@ def _compile(spark) -> Optional[tuple]:
                     z.writestr(cls.replace(".", "/") + ".class", bytes(codes.get(cls)))
                 instances[name] = compiler.getClassLoader().loadClass(f"{PACKAGE}.{name}").newInstance()
         out = (jar, instances)
-    except Exception:  # noqa: BLE001 - (no Janino, a JVM that refuses: Spark's own API still works)
-        out = None
-    _COMPILED[key] = out
+    except Exception as e:  # noqa: BLE001 - (no Janino, a JVM that refuses: Spark's own API still works)
+        out = f"could not compile them: {str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}"
+    _COMPILED[gateway] = out
     return out

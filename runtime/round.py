@@ -248,39 +248,36 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
 
     The checkpoints' RDDs are unioned and their partitions' sizes computed at the RDD level
     (`RDD.zipWithIndex`, whose constructor runs one job of `Utils.getIteratorSize` over every partition but
-    the last, here an empty one added for it; or `SparkContext.runJob` with scopeflow's counting function where
-    it has one, runtime/jvmfunctions.py, which Spark need not check as it checks its own closures): one Spark job, no SQL query to plan, no listener event to wait
+    the last, here an empty one added for it; or `SparkContext.runJob` with scopeflow's counting function
+    where it has one, runtime/jvmfunctions.py, a function Spark need not check as it checks its own closures):
+    one Spark job, no SQL query to plan, no listener event to wait
     for, and no counter in the checkpointed plans. The sizes are exact, being the tasks' results (a counter is
     an accumulator, which a re-run stage fills twice). The tasks get the session's SQL settings as a SQL
     query's tasks do (`SQLExecutionRDD`)."""
     from scopeflow.runtime.checkpoints import checkpoint_rdd
 
     spark = run.spark
+    if not checkpoints:
+        return []
     rdds = [checkpoint_rdd(ck) for ck in checkpoints]
     parts = [rdd.getNumPartitions() for rdd in rdds]
     wrap = run.handle("sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
+    conf = spark._jsparkSession.sessionState().conf()
     fns = run.checkpoints.functions()
-    if fns is not None:  # (runtime/jvmfunctions.py: a job whose tasks return their partitions' sizes)
-        union = _fold(lambda a, b: a.union(b), rdds)
-        sizes = spark.sparkContext._jsc.sc().runJob(wrap(union, spark._jsparkSession.sessionState().conf()),
-                                                   fns.count_rows, fns.any_tag)
-        text = spark._jvm.java.util.Arrays.toString(sizes)
-        counts = [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
-        if len(counts) != sum(parts):
-            raise RuntimeError(f"internal error: {len(counts)} partitions in the union of checkpoints of {parts}")
-        out, at = [], 0
-        for n in parts:
-            out.append(sum(counts[at:at + n]))
-            at += n
-        return out
-    last = run.handle("one-empty-partition", lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())
-    union = _fold(lambda a, b: a.union(b), rdds + [last])
-    starts = partition_starts(run, wrap(union, spark._jsparkSession.sessionState().conf()).zipWithIndex())
-    if len(starts) != sum(parts) + 1:  # (a union keeps its inputs' partitions in order unless they share a partitioner)
-        raise RuntimeError(f"internal error: {len(starts)} partitions in the union of checkpoints of {parts}")
+    if fns is not None:  # (a job whose tasks return their partitions' sizes)
+        union = wrap(_fold(lambda a, b: a.union(b), rdds), conf)
+        text = spark._jvm.java.util.Arrays.toString(spark.sparkContext._jsc.sc().runJob(union, fns.count_rows,
+                                                                                         fns.any_tag))
+        sizes = [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
+    else:  # (the sizes from the start of each partition, and one empty partition more)
+        last = run.handle("one-empty-partition", lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())
+        starts = partition_starts(run, wrap(_fold(lambda a, b: a.union(b), rdds + [last]), conf).zipWithIndex())
+        sizes = [b - a for a, b in zip(starts, starts[1:])]
+    if len(sizes) != sum(parts):  # (a union keeps its inputs' partitions in order unless they share a partitioner)
+        raise RuntimeError(f"internal error: {len(sizes)} partitions in the union of checkpoints of {parts}")
     out, at = [], 0
     for n in parts:
-        out.append(starts[at + n] - starts[at])
+        out.append(sum(sizes[at:at + n]))
         at += n
     return out
 

@@ -12,7 +12,6 @@ import pytest
 import reference
 from conftest import EXAMPLES, read_output, write_csv
 from scopeflow.api import run_file
-from scopeflow.runtime import checkpoints as ckmod
 from scopeflow.runtime import jvmfunctions
 from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
 from scopeflow.runtime.context import LOOP_CONF, settings
@@ -124,24 +123,48 @@ def test_an_adaptive_plan_is_checkpointed_by_spark(spark):
         assert sorted(tuple(r) for r in ck.collect()) == sorted(tuple(r) for r in df.collect())
 
 
-def test_a_plan_whose_output_is_not_the_frames_is_checkpointed_by_spark(spark, monkeypatch):
-    """Where the executed plan's output is not the frame's own (the placement would name other columns),
-    `direct` declines; the comparison is made to fail here (two different texts), the rows are the same."""
+def test_a_checkpoint_of_a_plan_with_a_join_and_a_sort_says_what_local_checkpoint_says(spark):
+    """The placement (a join's: a collection, its first leaf) and the ordering of a direct checkpoint are those of
+    Spark's own `localCheckpoint` of the same frame."""
     with settings(spark, LOOP_CONF):
         run = Run(spark)
-        df = _keyed(spark, 500, 2)
-        texts = iter(["(k#1L, v#2L, n#3L)", "(k#1L, v#9L, n#3L)"])
-        monkeypatch.setattr(ckmod, "_elements", lambda text: next(texts))
-        assert run.checkpoints.direct(df) is None
-        monkeypatch.undo()
-        ck = run.checkpoints.make(df)
+        a, b = _keyed(spark, 2000, 3), _keyed(spark, 1000, 3).withColumnRenamed("v", "w").withColumnRenamed("n", "m")
+        joined = a.join(b, "k").sortWithinPartitions("k")
+        ck = run.checkpoints.direct(joined)
+        spark_ck = joined.localCheckpoint(eager=False)
+
+        def placement(frame):
+            plan = frame._jdf.queryExecution().logical()
+            return plan.outputPartitioning().toString(), plan.outputOrdering().toString()
+
+        assert placement(ck) == placement(spark_ck)
+        assert "hashpartitioning(k#" in placement(ck)[0] and "k#" in placement(ck)[1], placement(ck)
         assert compute_checkpoints(run, [ck]) == [97]
-        assert sorted(tuple(r) for r in ck.collect()) == sorted(tuple(r) for r in df.collect())
+        assert sorted(tuple(r) for r in ck.collect()) == sorted(tuple(r) for r in spark_ck.collect())
 
 
-def test_scala_seq_texts_compare_by_their_elements():
-    assert ckmod._elements("List(k#1L, v#2L)") == ckmod._elements("Vector(k#1L, v#2L)")
-    assert ckmod._elements("List(k#1L, v#2L)") != ckmod._elements("List(k#1L, v#3L)")
+def test_without_the_functions_the_report_says_why(spark, monkeypatch):
+    """A source Janino cannot compile: no functions (Spark's API makes the checkpoints) and the report says
+    why; `jvmFunctions=false` says so too."""
+    from scopeflow.runtime import jvmfunctions as jf
+
+    monkeypatch.setattr(jf, "SOURCES", {**jf.SOURCES, "CopyRows": "public final class CopyRows { not java }"})
+    monkeypatch.setattr(jf, "_COMPILED", type(jf._COMPILED)())
+    monkeypatch.setattr(jf, "_ADDED", type(jf._ADDED)())
+    with settings(spark, LOOP_CONF):
+        run = Run(spark)
+        assert run.checkpoints.functions() is None
+        ck = run.checkpoints.make(_keyed(spark, 500, 2))
+        assert compute_checkpoints(run, [ck]) == [97]
+        assert run.checkpoints.describe().startswith("local, spark api (could not compile them: ")
+    monkeypatch.undo()
+    spark.conf.set(JVM_FUNCTIONS, "false")
+    try:
+        run = Run(spark)
+        run.checkpoints.make(_keyed(spark, 500, 2))
+        assert run.checkpoints.describe() == f"local, spark api ({JVM_FUNCTIONS}=false)"
+    finally:
+        spark.conf.unset(JVM_FUNCTIONS)
 
 
 @pytest.mark.parametrize("setting", [None, "false"])
@@ -173,7 +196,7 @@ def test_loops_give_the_reference_results_with_and_without_the_functions(spark, 
         assert how == ["local, jvm functions"]
     else:
         assert made["direct"] == 0 and made["api"] > 0, made
-        assert how == ["local, spark api"]
+        assert how == [f"local, spark api ({JVM_FUNCTIONS}=false)"]
 
 
 def test_a_bad_jvm_functions_setting_is_a_usage_error_before_spark_starts(run_cli, tmp_path):
