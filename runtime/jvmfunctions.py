@@ -1,4 +1,4 @@
-"""Two JVM functions of scopeflow's own for a round's checkpoints and its job, compiled in the driver.
+"""JVM functions of scopeflow's own for a round's checkpoints and its job, compiled in the driver.
 
 Every round stores its checkpoints and counts their records in one Spark job (runtime/round.py). Through
 Spark's public API that costs, every round (benchmarks/RESULTS.md, twenty-first and twenty-third sessions):
@@ -12,10 +12,10 @@ Spark's public API that costs, every round (benchmarks/RESULTS.md, twenty-first 
 
 A function of a class of its own (not a closure: nothing to clean) avoids both parses, and building the
 checkpoint from the plan's RDD directly avoids the SQL action (a third class builds that RDD with the session's
-SQL settings propagated, as the action does, for the jobs that building it may start). The two classes are compiled from the Java
-source below by Janino, the Java compiler that Spark uses for its generated code and ships in its jars: nothing
-to build or install. They are compiled once per driver JVM (~0.2 s, at the first loop's first checkpoint),
-and their class files go to the executors in a jar of their own (`SparkContext.addJar`, a temporary file
+SQL settings propagated, as the action does, for the jobs that building it may start). The classes are
+compiled from the Java source below by Janino, the Java compiler that Spark uses for its generated code and
+ships in its jars: nothing to build or install. They are compiled once per driver JVM (~0.2 s, at the first
+loop's first checkpoint), and their class files go to the executors in a jar of their own (`SparkContext.addJar`, a temporary file
 removed when this process exits): a task's function is a class the executor must load by name.
 
 `functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile that fails, a jar
@@ -155,6 +155,7 @@ def _compile(spark):
                 instances[name] = compiler.getClassLoader().loadClass(f"{PACKAGE}.{name}").newInstance()
         out = (jar, instances)
     except Exception as e:  # noqa: BLE001 - (no Janino, a JVM that refuses: Spark's own API still works)
-        out = f"could not compile them: {str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}"
+        said = str(e).strip()
+        out = f"could not compile them: {said.splitlines()[0][:200] if said else type(e).__name__}"
     _COMPILED[gateway] = out
     return out

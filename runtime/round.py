@@ -266,11 +266,11 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
     fns = run.checkpoints.functions()
     if fns is not None:  # (a job whose tasks return their partitions' sizes)
         union = wrap(_fold(lambda a, b: a.union(b), rdds), conf)
-        text = spark._jvm.java.util.Arrays.toString(spark.sparkContext._jsc.sc().runJob(union, fns.count_rows,
-                                                                                         fns.any_tag))
-        sizes = [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
+        sizes = java_numbers(spark._jvm.java.util.Arrays.toString(
+            spark.sparkContext._jsc.sc().runJob(union, fns.count_rows, fns.any_tag)))
     else:  # (the sizes from the start of each partition, and one empty partition more)
-        last = run.handle("one-empty-partition", lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())
+        last = run.handle("one-empty-partition",
+                          lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())
         starts = partition_starts(run, wrap(_fold(lambda a, b: a.union(b), rdds + [last]), conf).zipWithIndex())
         sizes = [b - a for a, b in zip(starts, starts[1:])]
     if len(sizes) != sum(parts):  # (a union keeps its inputs' partitions in order unless they share a partitioner)
@@ -280,6 +280,12 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
         out.append(sum(sizes[at:at + n]))
         at += n
     return out
+
+
+def java_numbers(text: str) -> list[int]:
+    """The numbers of a JVM array of numbers as `java.util.Arrays.toString` writes it (`[3, 0, 7]`): one JVM
+    call for the whole array, not one per element."""
+    return [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
 
 
 def partition_starts(run, zipped) -> list[int]:
@@ -299,7 +305,7 @@ def partition_starts(run, zipped) -> list[int]:
     f = run.handle("zipped-start-indices", field)
     text = jvm.java.util.Arrays.toString(f.get(zipped)) if f is not None else "null"
     if text != "null":
-        return [int(x) for x in text[1:-1].split(", ")] if text != "[]" else []
+        return java_numbers(text)
     return [p.startIndex() for p in zipped.partitions()]  # (computes them, if the field were ever lazy)
 
 
