@@ -16,7 +16,8 @@ SQL settings propagated, as the action does, for the jobs that building it may s
 compiled from the Java source below by Janino, the Java compiler that Spark uses for its generated code and
 ships in its jars: nothing to build or install. They are compiled once per driver JVM (~0.2 s, at the first
 loop's first checkpoint), and their class files go to the executors in a jar of their own
-(`SparkContext.addJar`, a temporary file removed when this process exits): a task's function is a class the executor must load by name.
+(`SparkContext.addJar`, a temporary file removed when this process exits): a task's function is a class the
+executor must load by name.
 
 `functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile that fails, a jar
 the context does not add; `spark.scopeflow.jvmFunctions=false`): then the checkpoints go through Spark's API as
