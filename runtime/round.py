@@ -261,13 +261,16 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
         return []
     rdds = [checkpoint_rdd(ck) for ck in checkpoints]
     parts = [rdd.getNumPartitions() for rdd in rdds]
+    # (JVM handles found once per run: each step of a `spark._jvm` path is a JVM round trip, which a package's
+    # name makes a failed class lookup)
     wrap = run.handle("sql-execution-rdd", lambda: spark._jvm.org.apache.spark.sql.execution.SQLExecutionRDD)
-    conf = spark._jsparkSession.sessionState().conf()
+    conf = run.handle("sql-conf", lambda: spark._jsparkSession.sessionState().conf())
     fns = run.checkpoints.functions()
     if fns is not None:  # (a job whose tasks return their partitions' sizes)
         union = wrap(_fold(lambda a, b: a.union(b), rdds), conf)
-        sizes = java_numbers(spark._jvm.java.util.Arrays.toString(
-            spark.sparkContext._jsc.sc().runJob(union, fns.count_rows, fns.any_tag)))
+        arrays = run.handle("arrays", lambda: spark._jvm.java.util.Arrays)
+        sizes = java_numbers(arrays.toString(run.handle("context", lambda: spark.sparkContext._jsc.sc()).runJob(
+            union, fns.count_rows, fns.any_tag)))
     else:  # (the sizes from the start of each partition, and one empty partition more)
         last = run.handle("one-empty-partition",
                           lambda: spark._jsc.parallelize(spark._jvm.java.util.ArrayList(), 1).rdd())

@@ -19,8 +19,11 @@ delta holds more than `OVERLAY_SHARE` of main's keys, the round compacts (the st
 
 Each side of the fold's union carries a flag column `_sf_ch`: false for main's records, true for the
 overlay's, null for the round's; the group's result carries in it whether the round changed (or added) the
-key. The union keeps the key partitioning, so the group shuffles nothing (in one partition: every side is
-single-partition, `Checkpoints.detach_statistics`). The result is the round's ONE
+key. A fold of main and the round's records alone (no overlay) takes main as stored: its flag (whether its
+round changed the key) is never null, the round's records' is, so main needs no projection and the group no
+overlay terms (measured: chain SSSP, 360 small rounds, 0.87x the time). The union keeps the key partitioning,
+so the group shuffles nothing (in one partition: every side is single-partition, `Checkpoints.detach_statistics`).
+The result is the round's ONE
 checkpoint for the operator (materialised by the round's single Spark job); the operator's output — the new or
 changed keys — is a filter on it (`_sf_ch`), not a second copy. Null keys fold like any other key (an equi-join never
 matches them: main's records with one join the first fold into an overlay, which keeps them).
@@ -107,18 +110,21 @@ class KeyedState:
                 "as_main": [*plain, F.lit(False).alias(FLAG), unknown.alias(NEW_KEY)],
                 "as_overlay": [*plain, F.lit(True).alias(FLAG), F.col(NEW_KEY)],
                 "incoming": [*plain, unknown.alias(FLAG), unknown.alias(NEW_KEY)],
+                "stored": [*plain, F.lit(False).alias(FLAG)], "incoming_plain": [*plain, unknown.alias(FLAG)],
                 "is_main": F.coalesce(~flag, F.lit(False)), "is_overlay": F.coalesce(flag, F.lit(False)),
-                "is_new": flag.isNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
+                "is_new": flag.isNull(), "is_stored": flag.isNotNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
                 "new_keys": F.count_if(F.col(NEW_KEY)).alias("n"), "keep": F.col(KEEP),
                 "changed": F.count_if(flag).alias("n"),
                 "keys": [F.col(k) for k in self.keys]}
         return cols[name]
 
     def _list(self, name: str) -> list:
-        """A column list by name: `_c`'s, the fold's (`fold` into main, `fold_small` into the overlay) or the
-        round's aggregates (`delta`)."""
+        """A column list by name: `_c`'s, the fold's (`fold` into main, `fold_small` into the overlay, `fold_plain`:
+        main and the round's records alone) or the round's aggregates (`delta`)."""
         if name == "delta":
             return self.delta_aggs
+        if name == "fold_plain":
+            return self._fold_plain_columns()
         if name.startswith("fold"):
             return self._fold_columns(name == "fold_small")
         return self._c(name)
@@ -177,7 +183,10 @@ class KeyedState:
         # round reads main, and those files may go before the overlay does)
         small = (self.may_overlay(share, min_keys) and estimate is not None and estimate <= limit
                  and self.overlay_rows <= limit and limit > 0 and self._stored and not once)
-        new = self.group(self._sides(delta, small), "fold_small" if small else "fold")
+        if small or self.overlay is not None:
+            new = self.group(self._sides(delta, small), "fold_small" if small else "fold")
+        else:  # main and the round's records: main as stored (its flag is never null), no overlay terms
+            new = self.group(self.main.union(self._select(delta, "incoming_plain")), "fold_plain")
         self._small = small
         if small:
             # the overlay keeps its keys and gains the round's changes; main's unchanged keys stay out of it
@@ -198,7 +207,7 @@ class KeyedState:
         cols = self._cols.get("fold")
         if cols is None:
             has_main, has_overlay = F.max(self._c("is_main")), F.max(self._c("is_overlay"))
-            values, changed = self._values(has_main, has_overlay)
+            values, changed = self._values(self._c("is_main"), self._c("is_overlay"))
             not_in_main = F.when(has_overlay, F.first(F.when(self._c("is_overlay"), F.col(NEW_KEY)), ignorenulls=True))
             keep = has_overlay | changed | self._null_key()
             cols = self._cols["fold"] = [*values, changed.alias(FLAG), keep.alias(KEEP),
@@ -206,8 +215,19 @@ class KeyedState:
             self._cols["fold_main"] = cols[:-2]
         return cols if small else self._cols["fold_main"]
 
-    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
-        """The aggregate columns of the folded key and whether the round changed (or added) it."""
+    def _fold_plain_columns(self) -> list:
+        """The group's result columns when main and the round's records are all it folds (no overlay): main's
+        records are those with a flag (whether their round changed the key: never null), the round's have none.
+        Fewer aggregates than `fold`'s, and main needs no projection."""
+        cols = self._cols.get("fold_plain")
+        if cols is None:
+            values, changed = self._values(self._c("is_stored"), None)
+            cols = self._cols["fold_plain"] = [*values, changed.alias(FLAG)]
+        return cols
+
+    def _values(self, is_main: Column, is_overlay: Optional[Column]) -> tuple[list, Column]:
+        """The aggregate columns of the folded key and whether the round changed (or added) it, from which of the
+        union's records are main's and which the overlay's (None: there is no overlay)."""
         raise NotImplementedError
 
     def _adopt(self, rnd, new_state: DataFrame) -> DataFrame:
@@ -263,7 +283,7 @@ class KeyedState:
     def restore(self, frame: DataFrame, rows: int) -> None:
         """Start from `frame` (the state's records, partitioned by the keys: read back from the checkpoint or a
         snapshot) and its count."""
-        self.main, self.main_rows = frame.select(*self._c("as_main")), rows
+        self.main, self.main_rows = frame.select(*self._c("stored")), rows
         self.overlay, self.overlay_rows, self.overlay_new, self._stored = None, 0, 0, False
 
     def preload(self, start) -> None:
@@ -287,15 +307,19 @@ class ReduceState(KeyedState):
     def _first(self, delta: DataFrame) -> DataFrame:
         return delta.select(*self._c("new"))
 
-    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
-        is_main, is_overlay, is_new = self._c("is_main"), self._c("is_overlay"), self._c("is_new")
-        has_old, has_new = has_main | has_overlay, F.max(is_new)
+    def _values(self, is_main: Column, is_overlay: Optional[Column]) -> tuple[list, Column]:
+        is_new = self._c("is_new")
+        has_main, has_new = F.max(is_main), F.max(is_new)
 
         def side(which, a):  # each side holds at most one record per key
             return F.first(F.when(which, F.col(a)), ignorenulls=True)
 
-        # the overlay's value supersedes main's: the fold is right for every aggregate, not only idempotent ones
-        old = {a: F.when(has_overlay, side(is_overlay, a)).otherwise(side(is_main, a)) for a, _ in self.aggs}
+        if is_overlay is None:
+            has_old, old = has_main, {a: side(is_main, a) for a, _ in self.aggs}
+        else:  # the overlay's value supersedes main's: the fold is right for every aggregate, not only idempotent ones
+            has_overlay = F.max(is_overlay)
+            has_old = has_main | has_overlay
+            old = {a: F.when(has_overlay, side(is_overlay, a)).otherwise(side(is_main, a)) for a, _ in self.aggs}
         new = {a: F.when(~has_old, side(is_new, a)).when(~has_new, old[a]).otherwise(_fold(fn, old[a], side(is_new, a)))
                for a, fn in self.aggs}
         changed = reduce(lambda x, y: x | y, [~new[a].eqNullSafe(old[a]) for a, _ in self.aggs], ~has_old)
@@ -312,5 +336,6 @@ class DistinctState(KeyedState):
     def _first(self, df: DataFrame) -> DataFrame:
         return df.select(*self._c("plain")).distinct().select(*self._c("new"))
 
-    def _values(self, has_main: Column, has_overlay: Column) -> tuple[list, Column]:
-        return [], ~(has_main | has_overlay)  # a record is new when neither main nor the overlay holds it
+    def _values(self, is_main: Column, is_overlay: Optional[Column]) -> tuple[list, Column]:
+        held = F.max(is_main) if is_overlay is None else F.max(is_main) | F.max(is_overlay)
+        return [], ~held  # a record is new when neither main nor the overlay holds it
