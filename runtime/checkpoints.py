@@ -4,9 +4,9 @@
 - **replicated** (a cluster's default): `localCheckpoint` stored on two executors, so a
   lost executor loses no loop state;
 
-  both made from the executed plan's RDD with scopeflow's own copy function where it has one
-  (`Checkpoints.direct`, runtime/jvmfunctions.py), which is what `localCheckpoint` makes without its
-  SQL action and closure check;
+  both made from the executed plan's RDD with scopeflow's own functions where it has them
+  (`Checkpoints.direct`, runtime/jvmfunctions.py): what `localCheckpoint` makes without its SQL action
+  and closure check, its rows stored packed in a few byte arrays a partition;
 - **reliable** (`spark.scopeflow.checkpoint=reliable`): `checkpoint` files in the checkpoint
   directory (a filesystem every node shares); survives any executor loss, and costs a Spark
   job of its own per checkpointed frame;
@@ -108,8 +108,9 @@ class Checkpoints:
         return f"{self.mode}, jvm functions for {direct} of {direct + api}"
 
     def direct(self, df: DataFrame) -> Optional[DataFrame]:
-        """The lazy checkpoint of `df` made from its executed plan's RDD: the rows copied by scopeflow's function
-        (`InternalRow.copy`), marked for a local checkpoint (on two executors if `replicated`), under a
+        """The lazy checkpoint of `df` made from its executed plan's RDD: the rows packed by scopeflow's function
+        into a few byte arrays a partition (runtime/jvmfunctions.py), that RDD marked for a local checkpoint (on
+        two executors if `replicated`; `checkpoint_rdd`), and the view of its rows (`rows_rdd`) under a
         `LogicalRDD` of the frame's output with the plan's output partitioning (a collection's first) and
         ordering, and no statistics. That is what `localCheckpoint` then `detach_statistics` make
         (`Dataset.checkpoint`, `LogicalRDD.fromDataset`), without the SQL action `localCheckpoint` runs as and
@@ -130,10 +131,8 @@ class Checkpoints:
             return None
         jvm = self._handles()
         session = self.spark._jsparkSession
-        rdd = fns.plan_rows.rows(session, plan, fns.copy_rows, fns.any_tag)
-        if self.mode == "replicated":
-            rdd.persist(jvm.two_replicas)
-        rdd.localCheckpoint()
+        stored = fns.plan_rows.rows(session, plan, fns.any_tag, jvm.two_replicas if self.mode == "replicated" else None)
+        rdd = fns.plan_rows.view(stored, plan, fns.any_tag)
         partitioning = plan.outputPartitioning()
         while jvm.collection.isInstance(partitioning):  # (the first leaf's, as `localCheckpoint` takes it)
             partitioning = partitioning.partitionings().head()
@@ -142,7 +141,7 @@ class Checkpoints:
         fresh = jvm.logical_rdd(qe.analyzed().output(), rdd, partitioning, plan.outputOrdering(), False, jvm.none,
                                 session, jvm.none, jvm.none, False)
         out = DataFrame(jvm.dataset.ofRows(session, fresh), self.spark)
-        out._sf_checkpoint_rdd = rdd
+        out._sf_checkpoint_rdd, out._sf_rows_rdd = stored, rdd
         return out
 
     def _handles(self) -> SimpleNamespace:
@@ -276,11 +275,17 @@ def is_checkpoint(df: DataFrame) -> bool:
 
 
 def checkpoint_rdd(ck: DataFrame):
-    """The JVM RDD under a checkpoint frame (its `LogicalRDD`): the RDD its blocks are stored under. A round's
-    checkpoint (`Checkpoints.detach_statistics`) keeps it: three py4j calls less here and four in `is_checkpoint`,
-    several times a round."""
+    """The JVM RDD a checkpoint frame's blocks are stored under (its `LogicalRDD`'s, or the packed rows under
+    that: `Checkpoints.direct`). A round's checkpoint (`Checkpoints.detach_statistics`, `direct`) keeps it: three
+    py4j calls less here and four in `is_checkpoint`, several times a round."""
     rdd = _kept_rdd(ck)
     return rdd if rdd is not None else ck._jdf.queryExecution().logical().rdd()
+
+
+def rows_rdd(ck: DataFrame):
+    """The JVM RDD of a checkpoint frame's rows (its `LogicalRDD`'s): computing it stores the blocks."""
+    rdd = vars(ck).get("_sf_rows_rdd")
+    return rdd if rdd is not None else checkpoint_rdd(ck)
 
 
 def _kept_rdd(df: DataFrame):

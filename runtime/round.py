@@ -254,12 +254,12 @@ def compute_checkpoints(run, checkpoints: list) -> list[int]:
     for, and no counter in the checkpointed plans. The sizes are exact, being the tasks' results (a counter is
     an accumulator, which a re-run stage fills twice). The tasks get the session's SQL settings as a SQL
     query's tasks do (`SQLExecutionRDD`)."""
-    from scopeflow.runtime.checkpoints import checkpoint_rdd
+    from scopeflow.runtime.checkpoints import rows_rdd
 
     spark = run.spark
     if not checkpoints:
         return []
-    rdds = [checkpoint_rdd(ck) for ck in checkpoints]
+    rdds = [rows_rdd(ck) for ck in checkpoints]
     parts = [rdd.getNumPartitions() for rdd in rdds]
     # (JVM handles found once per run: each step of a `spark._jvm` path is a JVM round trip, which a package's
     # name makes a failed class lookup)

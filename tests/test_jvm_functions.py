@@ -207,3 +207,32 @@ def test_a_bad_jvm_functions_setting_is_a_usage_error_before_spark_starts(run_cl
     assert out.returncode == 2, out.stderr
     assert f"--conf {JVM_FUNCTIONS}=maybe: expected true or false" in out.stderr, out.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_direct_checkpoint_stores_its_rows_packed_and_reads_back_every_kind_of_value(spark):
+    # a partition's rows are stored in a few byte arrays (runtime/jvmfunctions.py): the block holds one array for
+    # small partitions and several past a chunk's 16 MiB, and the rows read back are exactly the plan's, whatever
+    # their values (fixed and variable width, nulls, nested); an empty partition stores nothing
+    from pyspark.sql import functions as F
+
+    with settings(spark, LOOP_CONF):
+        run = Run(spark)
+        values = spark.range(0, 3000, 1, 3).select(
+            F.col("id"), F.when(F.col("id") % 5 == 0, None).otherwise(F.concat(F.lit("v"), F.col("id"))).alias("s"),
+            (F.col("id") / 7).cast("decimal(30,5)").alias("d"), F.array(F.col("id"), F.col("id") * 2).alias("a"),
+            F.create_map(F.col("id"), F.lit("m")).alias("m"), F.struct(F.col("id").alias("x")).alias("t"),
+            F.when(F.col("id") % 2 == 0, F.lit(1.5)).alias("f"))
+        want = sorted(values.collect(), key=lambda r: r.id)
+        ck = run.checkpoints.direct(values)
+        assert compute_checkpoints(run, [ck]) == [3000]
+        assert sorted(ck.collect(), key=lambda r: r.id) == want
+        assert checkpoint_rdd(ck).count() == 3  # one array a partition
+        big = spark.range(0, 48, 1, 1).select(F.col("id"), F.expr("repeat('x', 1048576)").alias("s"))
+        ck_big = run.checkpoints.direct(big)
+        assert compute_checkpoints(run, [ck_big]) == [48]
+        assert checkpoint_rdd(ck_big).count() == 4  # 48 rows of 1 MiB: arrays of up to 16 MiB
+        assert ck_big.select(F.sum(F.length("s")).alias("n"), F.sum("id").alias("i")).first() == (48 * 1048576, 1128)
+        empty = run.checkpoints.direct(spark.range(0, 0, 1, 2))
+        assert compute_checkpoints(run, [empty]) == [0]
+        assert checkpoint_rdd(empty).count() == 0 and empty.collect() == []
+        run.checkpoints.release([ck, ck_big, empty])

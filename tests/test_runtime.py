@@ -94,7 +94,7 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     # it first. Spark 4.3's `observe` keeps only the tasks of the stage with the highest RDD id; an
     # operator's record counter must still count every partition (`LOOP_CONF`). Here two jobs split
     # the partitions on purpose, the later one on a child RDD.
-    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+    from scopeflow.runtime.checkpoints import Checkpoints, rows_rdd
     from scopeflow.runtime.context import LOOP_CONF, restore_conf, set_conf
     from scopeflow.runtime.counters import Counters
 
@@ -103,7 +103,7 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
     try:
         pre = spark.range(0, 1000, 1, 2).observe("n001", counters.column)
         ck = checkpoints.make(pre)
-        rdd = checkpoint_rdd(ck)
+        rdd = rows_rdd(ck)
         jvm = spark._jvm
         child = jvm.org.apache.spark.api.java.JavaRDD(
             rdd, getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()).glom()
@@ -123,18 +123,21 @@ def test_a_checkpoint_computed_by_two_stages_is_counted_in_full(spark):
 @pytest.mark.parametrize("mode", ["local", "replicated"])
 def test_a_round_checkpoint_knows_its_rdd(spark, mode):
     # a round's checkpoint keeps the RDD it stores its blocks under (read several times a round: the job that
-    # stores it, its release); the same the JVM gives, and a frame made from it is no checkpoint
-    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd, is_checkpoint
+    # stores it, its release) and the RDD of its rows, which its `LogicalRDD` reads (the same RDD, or the rows
+    # of the packed one: `Checkpoints.direct`); a frame made from it is no checkpoint
+    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd, is_checkpoint, rows_rdd
 
     checkpoints = Checkpoints(spark)
     checkpoints.mode = mode
     ck = checkpoints.make(spark.range(0, 10, 1, 2))
     kept = vars(ck)["_sf_checkpoint_rdd"]
     assert is_checkpoint(ck) and checkpoint_rdd(ck) is kept
-    assert kept.id() == ck._jdf.queryExecution().logical().rdd().id()
+    assert rows_rdd(ck).id() == ck._jdf.queryExecution().logical().rdd().id()
+    assert kept.getStorageLevel().replication() == (2 if mode == "replicated" else 1)
     derived = ck.where("id > 3")
     assert "_sf_checkpoint_rdd" not in vars(derived) and not is_checkpoint(derived)
-    assert checkpoint_rdd(ck).count() == 10  # (its job stores it)
+    assert rows_rdd(ck).count() == 10  # (its job stores it)
+    assert kept.isCheckpointed()
     assert kept.getStorageLevel().useMemory()
     checkpoints.release([ck, derived])
     assert not kept.getStorageLevel().useMemory()  # (released: its blocks are dropped)
@@ -1272,7 +1275,7 @@ def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_in
     # empty checkpoint, one of no partitions at all, and one read by another (whose partitions were stored
     # before the job, by a job of their own); counted by scopeflow's JVM function (runtime/jvmfunctions.py) or,
     # without it, by `zipWithIndex` (its start indices read from its field or from its partitions)
-    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
+    from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd, rows_rdd
     from scopeflow.runtime.jobs import jobs_in_group
     from scopeflow.runtime.round import compute_checkpoints
     from scopeflow.stdlib.settings import JVM_FUNCTIONS
@@ -1288,7 +1291,7 @@ def test_a_rounds_job_counts_each_checkpoint_from_its_partitions(spark, start_in
               spark.range(0, 77, 1, 1), spark.range(0, 500, 1, 4).where("id % 7 = 3")]
     cks = [checkpoints.make(df) for df in frames]
     cks.append(checkpoints.make(cks[0].where("id < 10")))
-    assert checkpoint_rdd(cks[0]).count() == 1000  # stored now
+    assert rows_rdd(cks[0]).count() == 1000  # stored now
     group = f"count-checkpoints-{start_indices}"
     spark.sparkContext.setJobGroup(group, "count checkpoints")
     try:
