@@ -283,7 +283,9 @@ def checkpoint_rdd(ck: DataFrame):
 
 
 def rows_rdd(ck: DataFrame):
-    """The JVM RDD of a checkpoint frame's rows (its `LogicalRDD`'s): computing it stores the blocks."""
+    """The JVM RDD of a checkpoint frame's rows (its `LogicalRDD`'s): computing it stores the blocks. (A packed
+    checkpoint's rows are one row object pointed at each stored row in turn, as a plan's rows are reused: a reader
+    that keeps rows copies them, as Spark's own operators do.)"""
     rdd = vars(ck).get("_sf_rows_rdd")
     return rdd if rdd is not None else checkpoint_rdd(ck)
 

@@ -76,55 +76,56 @@ public final class PlanRows {
 // where one object per row made storing it size each sampled row anew (Spark's SizeEstimator: a third of a
 // small round's task time, measured), and the rows a copy each
 final class PackRows extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
-    static final int CHUNK = 16 << 20;
     private final org.apache.spark.sql.types.StructType schema;
     public PackRows(org.apache.spark.sql.types.StructType schema) { this.schema = schema; }
-    public Object apply(Object input) {
-        scala.collection.Iterator rows = (scala.collection.Iterator) input;
-        java.util.ArrayList chunks = new java.util.ArrayList();
-        org.apache.spark.sql.catalyst.expressions.UnsafeProjection unsafe = null;
-        byte[] buf = new byte[65536];
+    public Object apply(Object rows) { return new Chunks((scala.collection.Iterator) rows, schema); }
+}
+// one array at a time, filled as it is asked for: the memory store reserves memory (or spills) array by array
+final class Chunks extends scala.collection.AbstractIterator {
+    static final int CHUNK = 16 << 20;
+    static final int FIRST = 65536;
+    private final scala.collection.Iterator rows;
+    private final org.apache.spark.sql.types.StructType schema;
+    private org.apache.spark.sql.catalyst.expressions.UnsafeProjection unsafe = null;
+    private org.apache.spark.sql.catalyst.expressions.UnsafeRow pending = null;  // read, not in an array yet
+    private byte[] buf = new byte[FIRST];
+    Chunks(scala.collection.Iterator rows, org.apache.spark.sql.types.StructType schema) {
+        this.rows = rows;
+        this.schema = schema;
+    }
+    public boolean hasNext() { return pending != null || rows.hasNext(); }
+    public Object next() {
+        if (!hasNext()) throw new java.util.NoSuchElementException();
         int pos = 0;
-        while (rows.hasNext()) {
-            Object r = rows.next();
-            org.apache.spark.sql.catalyst.expressions.UnsafeRow row;
-            if (r instanceof org.apache.spark.sql.catalyst.expressions.UnsafeRow) {
-                row = (org.apache.spark.sql.catalyst.expressions.UnsafeRow) r;
-            } else {
-                if (unsafe == null) unsafe = org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(schema);
-                row = unsafe.apply((org.apache.spark.sql.catalyst.InternalRow) r);
-            }
+        while (pending != null || rows.hasNext()) {
+            org.apache.spark.sql.catalyst.expressions.UnsafeRow row = pending != null ? pending : unsafeRow(rows.next());
+            pending = null;
             int size = row.getSizeInBytes();
             long need = (long) pos + 8L + size;
+            if (pos > 0 && need > CHUNK) {  // (the upstream row is not reused before the next `rows.next()`)
+                pending = row;
+                break;
+            }
             if (need > buf.length) {
-                if (pos > 0 && need > CHUNK) {
-                    chunks.add(java.util.Arrays.copyOf(buf, pos));
-                    pos = 0;
-                    need = 8L + size;
-                }
-                if (need > buf.length) {
-                    long grown = Math.max(need, Math.min((long) buf.length * 2L, (long) CHUNK));
-                    if (grown > Integer.MAX_VALUE - 16) throw new IllegalStateException("a row of " + size + " bytes");
-                    buf = java.util.Arrays.copyOf(buf, (int) grown);
-                }
+                long grown = Math.max(need, Math.min((long) buf.length * 2L, (long) CHUNK));
+                if (grown > Integer.MAX_VALUE - 16) throw new IllegalStateException("a row of " + size + " bytes");
+                buf = java.util.Arrays.copyOf(buf, (int) grown);
             }
             long at = org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET + pos;
             org.apache.spark.unsafe.Platform.putLong(buf, at, size);
             row.writeToMemory(buf, at + 8);
             pos += 8 + size;
         }
-        if (pos > 0) chunks.add(java.util.Arrays.copyOf(buf, pos));
-        return new Chunks(chunks);
+        byte[] out = java.util.Arrays.copyOf(buf, pos);
+        if (buf.length > CHUNK) buf = new byte[FIRST];  // (grown past a chunk by one large row)
+        return out;
     }
-}
-final class Chunks extends scala.collection.AbstractIterator {
-    private final java.util.ArrayList chunks;
-    private int at = 0;
-    Chunks(java.util.ArrayList chunks) { this.chunks = chunks; }
-    public boolean hasNext() { return at < chunks.size(); }
-    public Object next() {
-        if (at >= chunks.size()) throw new java.util.NoSuchElementException();
-        return chunks.get(at++);
+    private org.apache.spark.sql.catalyst.expressions.UnsafeRow unsafeRow(Object r) {
+        if (r instanceof org.apache.spark.sql.catalyst.expressions.UnsafeRow) {
+            return (org.apache.spark.sql.catalyst.expressions.UnsafeRow) r;
+        }
+        if (unsafe == null) unsafe = org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create(schema);
+        return unsafe.apply((org.apache.spark.sql.catalyst.InternalRow) r);
     }
 }
 // a packed partition's rows: one row object pointed at each stored row in turn (a plan's rows are reused too)
