@@ -72,9 +72,7 @@ public final class PlanRows {
         return packed.mapPartitionsInternal(new UnpackRows(plan.output().size()), true, tag);
     }
 }
-// a partition's rows as few byte arrays (each row's size in 8 bytes, then its bytes): a block of a few objects,
-// where one object per row made storing it size each sampled row anew (Spark's SizeEstimator: a third of a
-// small round's task time, measured), and the rows a copy each
+// a partition's rows as few byte arrays, each row's size in 8 bytes, then its bytes (why: the module's docstring)
 final class PackRows extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
     private final org.apache.spark.sql.types.StructType schema;
     public PackRows(org.apache.spark.sql.types.StructType schema) { this.schema = schema; }

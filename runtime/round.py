@@ -306,7 +306,8 @@ def partition_starts(run, zipped) -> list[int]:
             return None
 
     f = run.handle("zipped-start-indices", field)
-    text = jvm.java.util.Arrays.toString(f.get(zipped)) if f is not None else "null"
+    arrays = run.handle("arrays", lambda: jvm.java.util.Arrays)  # (as `compute_checkpoints` finds it)
+    text = arrays.toString(f.get(zipped)) if f is not None else "null"
     if text != "null":
         return java_numbers(text)
     return [p.startIndex() for p in zipped.partitions()]  # (computes them, if the field were ever lazy)

@@ -148,7 +148,7 @@ def test_without_the_functions_the_report_says_why(spark, monkeypatch):
     why; `jvmFunctions=false` says so too."""
     from scopeflow.runtime import jvmfunctions as jf
 
-    monkeypatch.setattr(jf, "SOURCES", {**jf.SOURCES, "CopyRows": "public final class CopyRows { not java }"})
+    monkeypatch.setattr(jf, "SOURCES", {**jf.SOURCES, "Broken": "public final class Broken { not java }"})
     monkeypatch.setattr(jf, "_COMPILED", type(jf._COMPILED)())
     monkeypatch.setattr(jf, "_ADDED", type(jf._ADDED)())
     with settings(spark, LOOP_CONF):
