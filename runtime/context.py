@@ -143,7 +143,7 @@ class RunContext:
         self._group: Optional[str] = None  # the job group this thread's jobs are tagged with (`round_group`)
         self.jvm_metrics = not is_connect(spark)
         self.checkpoints = Checkpoints(spark)
-        self.counters = Counters(spark)
+        self.counters = Counters(spark, marked=detailed)
         self.report = RunReport(self.pipeline, self.fingerprint, self.operators)
         if self.jvm_metrics:
             self.report.listener_bus = lambda: spark.sparkContext._jsc.sc().listenerBus()

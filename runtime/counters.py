@@ -1,13 +1,24 @@
-"""Record counters: `DataFrame.observe` metrics that Spark fills in the same job that computes a round,
-read back from the round's executed plans (one JVM call per plan), so counting costs no Spark job."""
+"""Record counters: filled by the same job that computes a round, read back from the round's executed plans (one
+JVM call per plan), so counting costs no Spark job.
+
+Where scopeflow's JVM functions are on (runtime/jvmfunctions.py) and without `--report`, a round's counter is a
+condition that is always true (`RowCounters`): a filter on a Java function that counts the records it sees into
+an accumulator of its own. Spark generates its code with the operators around it, in one stage. An `observe`
+node (`CollectMetrics`) is not generated code: each one splits the round's generated stage in two, and each
+stage is code to generate and a closure for Spark to clean, every round; a chain's PageRank round spent 17 % of
+its time on its two counters (benchmarks/RESULTS.md, twenty-fifth session). `--report` keeps the `observe`
+nodes: they also mark where each operator's Spark time goes (`operator_times`), and so do runs without the
+functions (Spark Connect). Both count alike: every successful task that computed the records (`context.py`
+says why loops sum every task)."""
 from __future__ import annotations
 
 import re
 from typing import Optional
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scopeflow.runtime import columns
+from scopeflow.runtime import columns, jvmfunctions
 from scopeflow.runtime.deployment import is_connect
 
 FED_COUNTER = "_sf_fed:"  # observe name of the counter of the records fed back to a combined variable (+ it)
@@ -19,24 +30,52 @@ INTERNAL = "_sf_"  # the start of every counter name above: none names an operat
 class Counters:
     """The record counters of one run's session."""
 
-    def __init__(self, spark):
+    def __init__(self, spark, marked: bool = False):
         self.spark = spark
         self.column = F.count(F.lit(1)).alias("n")  # built once: each Column call is a JVM round trip
+        self.marked = marked  # round counters are `observe` nodes (`--report`: they mark the operators' times)
         self._collector = None
+        self._fused = None  # `RowCounters` (runtime/jvmfunctions.py), False without them; looked up at first use
+        self._count_if: dict = {}  # id(condition) -> (condition, its `count_if` aggregate)
         self._empty = columns.seq(spark, [])  # (runtime/columns.py; None over Spark Connect)
 
-    def observe(self, df, name: str, column=None):
-        """`df.observe(name, column)`: a counter of `df`'s records unless `column` says another aggregate."""
-        return columns.observe(df, name, self.column if column is None else column, self._empty)
+    def observe(self, df, name: str, where=None):
+        """A counter `name` of `df`'s records (those for which `where`, a boolean column, is true): a condition in
+        the generated code (the module's docstring), else `df.observe(name, ...)`."""
+        fused = self.fused()
+        if fused:
+            counted = self._every if where is None else where
+            return DataFrame(df._jdf.filter(fused.counter(self._context, name, counted._jc)), df.sparkSession)
+        if where is None:
+            return columns.observe(df, name, self.column, self._empty)
+        known = self._count_if.get(id(where))
+        if known is None:
+            known = self._count_if[id(where)] = (where, F.count_if(where).alias("n"))
+        return columns.observe(df, name, known[1], self._empty)
+
+    def fused(self):
+        """`RowCounters`, or False: with `--report`, over Spark Connect or without scopeflow's JVM functions."""
+        if self._fused is None:
+            fns = None if self.marked or is_connect(self.spark) else jvmfunctions.functions(self.spark)
+            self._fused = fns.row_counters if fns is not None else False
+            if fns is not None:
+                self._context, self._every = self.spark.sparkContext._jsc.sc(), F.lit(True)
+        return self._fused
 
     def observed(self, frames: list) -> dict:
         """The counters in the executed plans of `frames`, by name ({} over Spark Connect: no JVM here)."""
         if is_connect(self.spark):
             return {}
+        out: dict = {}
+        if self._fused:  # (one text a plan: its conditions' counts and its `observe` nodes', a line each)
+            for df in frames:
+                for line in self._fused.collect(df._jdf.queryExecution().executedPlan()).splitlines():
+                    name, value = line.rsplit("\t", 1)
+                    out[name] = max(out.get(name, 0), int(value))
+            return out
         if self._collector is None:
             self._collector = getattr(getattr(self.spark._jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"),
                                       "MODULE$")
-        out: dict = {}
         for df in frames:
             for name, value in metric_pairs(self._collector.collect(df._jdf.queryExecution().executedPlan())):
                 out[name] = max(out.get(name, 0), value)

@@ -26,6 +26,9 @@ store estimates the size of the growing block by walking a sample of its rows ~1
 (`SizeEstimator`): a third of the task time of a round that rewrites a 52,400-key state, measured; packed, the
 block is a few arrays, the rows take their bytes alone, and a row needs no copy object.
 
+A round's record counters are filters on a function of scopeflow's own too (`RowCounters`, runtime/counters.py):
+Spark generates their code with the operators around them, where an `observe` node would split the generated stage.
+
 `functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile that fails, a jar
 the context does not add; `spark.scopeflow.jvmFunctions=false`): then the checkpoints go through Spark's API as
 before, and `--report` says so and why (`why_not`).
@@ -158,6 +161,67 @@ final class PackedRows extends scala.collection.AbstractIterator {
         return row;
     }
 }""",
+    # (the driver's) a round's record counters as conditions that are always true, counting the records they see
+    # (those `counted` is true for) into an accumulator; `collect`: the counters in a plan and their counts, also
+    # those of its `observe` nodes, one "name<TAB>count" line each (why: runtime/counters.py)
+    "RowCounters": """
+public final class RowCounters {
+    // (the function of each counter's UDF -> its CountIf; one name for all, as Spark writes it into the generated
+    // code: a name of its own would make every round's code new, to be compiled again)
+    private static final java.util.Map COUNTERS = java.util.Collections.synchronizedMap(new java.util.WeakHashMap());
+    public org.apache.spark.sql.Column counter(org.apache.spark.SparkContext sc, String name,
+                                               org.apache.spark.sql.Column counted) {
+        org.apache.spark.util.LongAccumulator acc = new org.apache.spark.util.LongAccumulator();
+        sc.register(acc);
+        CountIf count = new CountIf(name, acc);
+        org.apache.spark.sql.expressions.UserDefinedFunction udf = org.apache.spark.sql.functions.udf(
+            count, org.apache.spark.sql.types.DataTypes.BooleanType).withName("scopeflow_counter").asNondeterministic();
+        COUNTERS.put(((org.apache.spark.sql.expressions.SparkUserDefinedFunction) udf).f(), count);
+        return udf.apply(new org.apache.spark.sql.Column[] { counted });
+    }
+    public String collect(org.apache.spark.sql.execution.SparkPlan plan) {
+        StringBuilder out = new StringBuilder();
+        scala.collection.Iterator it = org.apache.spark.sql.execution.CollectMetricsExec$.MODULE$.collect(plan)
+            .iterator();
+        while (it.hasNext()) {
+            scala.Tuple2 kv = (scala.Tuple2) it.next();
+            line(out, (String) kv._1(), ((org.apache.spark.sql.Row) kv._2()).get(0));
+        }
+        visit(plan, out);
+        return out.toString();
+    }
+    private static void visit(org.apache.spark.sql.catalyst.trees.TreeNode node, StringBuilder out) {
+        if (node instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) {  // (as Spark's collect)
+            visit(((org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) node).executedPlan(), out);
+        } else if (node instanceof org.apache.spark.sql.execution.adaptive.QueryStageExec) {
+            visit(((org.apache.spark.sql.execution.adaptive.QueryStageExec) node).plan(), out);
+        }
+        if (node instanceof org.apache.spark.sql.catalyst.plans.QueryPlan) {
+            scala.collection.Iterator es = ((org.apache.spark.sql.catalyst.plans.QueryPlan) node).expressions()
+                .iterator();
+            while (es.hasNext()) visit((org.apache.spark.sql.catalyst.trees.TreeNode) es.next(), out);
+        } else if (node instanceof org.apache.spark.sql.catalyst.expressions.ScalaUDF) {
+            Object f = ((org.apache.spark.sql.catalyst.expressions.ScalaUDF) node).function();
+            CountIf count = (CountIf) COUNTERS.get(f);
+            if (count != null) line(out, count.name, Long.valueOf(count.acc.sum()));
+        }
+        scala.collection.Iterator cs = node.children().iterator();
+        while (cs.hasNext()) visit((org.apache.spark.sql.catalyst.trees.TreeNode) cs.next(), out);
+    }
+    private static void line(StringBuilder out, String name, Object count) {
+        out.append(name).append('\\t').append(count).append('\\n');
+    }
+}
+// true for every record; counts those `counted` is true for (on an executor: its task's copy, which Spark merges)
+final class CountIf implements org.apache.spark.sql.api.java.UDF1, java.io.Serializable {
+    final transient String name;
+    final org.apache.spark.util.LongAccumulator acc;
+    CountIf(String name, org.apache.spark.util.LongAccumulator acc) { this.name = name; this.acc = acc; }
+    public Object call(Object counted) {
+        if (Boolean.TRUE.equals(counted)) acc.add(1L);
+        return Boolean.TRUE;
+    }
+}""",
     # a task's result: the records of its partition (reading them stores the checkpoints they come from)
     "CountRows": """
 public final class CountRows extends scala.runtime.AbstractFunction2 implements java.io.Serializable {
@@ -178,6 +242,8 @@ class Functions:
     # `rows(session, plan, any_tag, level)`: the plan's rows packed, marked for a local checkpoint (the driver's);
     # `view(packed, plan, any_tag)`: their rows
     plan_rows: object
+    # `counter(sc, name, counted)`: a record counter, a condition to filter on; `collect(plan)`: a plan's counters
+    row_counters: object
 
 
 _LOCK = threading.Lock()
@@ -229,7 +295,7 @@ def _add(spark, sc):
     if f"/{JAR}" not in sc._jsc.sc().listJars().toString():
         return f"SparkContext.addJar did not add {jar} (see the JVM log)"
     tag = getattr(getattr(spark._jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()
-    return Functions(instances["CountRows"], tag, instances["PlanRows"])
+    return Functions(instances["CountRows"], tag, instances["PlanRows"], instances["RowCounters"])
 
 
 def _compile(spark):

@@ -113,8 +113,7 @@ class KeyedState:
                 "stored": [*plain, F.lit(False).alias(FLAG)], "incoming_plain": [*plain, unknown.alias(FLAG)],
                 "is_main": F.coalesce(~flag, F.lit(False)), "is_overlay": F.coalesce(flag, F.lit(False)),
                 "is_new": flag.isNull(), "is_stored": flag.isNotNull(), "overlay_out": [*plain, flag, F.col(NEW_KEY)],
-                "new_keys": F.count_if(F.col(NEW_KEY)).alias("n"), "keep": F.col(KEEP),
-                "changed": F.count_if(flag).alias("n"),
+                "new_keys": F.col(NEW_KEY), "keep": F.col(KEEP), "changed": flag,  # (what their counters count)
                 "keys": [F.col(k) for k in self.keys]}
         return cols[name]
 

@@ -236,3 +236,52 @@ def test_a_direct_checkpoint_stores_its_rows_packed_and_reads_back_every_kind_of
         assert compute_checkpoints(run, [empty]) == [0]
         assert checkpoint_rdd(empty).count() == 0 and empty.collect() == []
         run.checkpoints.release([ck, ck_big, empty])
+
+
+def _round_plans(monkeypatch) -> list:
+    """The executed plans of the round checkpoints made from here on, as text."""
+    plans = []
+    direct = Checkpoints.direct
+
+    def keeping(self, df):
+        plans.append(df._jdf.queryExecution().executedPlan().toString())
+        return direct(self, df)
+
+    monkeypatch.setattr(Checkpoints, "direct", keeping)
+    return plans
+
+
+def test_round_counters_are_conditions_in_the_generated_code_and_count_what_observe_counts(spark, example_copy,
+                                                                                           monkeypatch):
+    """With the functions (and without `--report`), a round's record counters are filters on scopeflow's counting
+    function, fused into the generated code of the operators around them: no `CollectMetrics` node in a round's
+    plans. Every round counts what Spark's `observe` counts (the functions off), operators, the state's changed
+    keys and the records in flight alike."""
+    plans = _round_plans(monkeypatch)
+    fused = run_file(example_copy("sssp.flow"), spark=spark).report
+    assert plans and not any("CollectMetrics" in p for p in plans), plans[0]
+    assert sum("scopeflow_counter" in p for p in plans) >= len(plans) // 2, plans
+    spark.conf.set(JVM_FUNCTIONS, "false")
+    try:
+        observed = run_file(example_copy("sssp.flow"), spark=spark).report
+    finally:
+        spark.conf.unset(JVM_FUNCTIONS)
+
+    def counts(report):
+        return [(r["round"], r["counts"], r["in_flight"], r.get("states")) for r in report["rounds"]]
+
+    assert counts(fused) == counts(observed)
+    assert fused["operators"] == observed["operators"]
+    assert sum(sum(r["counts"].values()) for r in fused["rounds"]) > 0
+
+
+def test_a_rounds_generated_code_is_the_same_every_round(spark, example_copy):
+    """A counter's name is not in the code Spark generates for it (Spark writes a function's name into its error
+    handling): the rounds of a second run of a pipeline compile no code, as every round would with a name per
+    counter."""
+    codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    run_file(example_copy("pagerank.flow"), spark=spark)
+    before = codegen.getCount()
+    job = run_file(example_copy("pagerank.flow"), spark=spark)
+    assert len(job.report["rounds"]) >= 10
+    assert codegen.getCount() - before == 0
