@@ -50,9 +50,10 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # checkpoint read by two shuffle stages has some of its partitions computed by each stage (when the
 # round has more tasks than task slots); a counter in its plan then misses the other stage's
 # partitions. So loops sum all tasks, as Spark did before 4.3 (older Sparks ignore the setting).
-# Within a round every partition is computed once: a stream read twice is a checkpoint. A stage
-# re-run (a lost executor) counts some records twice; counters (the report's, the records fed back to
-# a combined variable) can only read high, never zero where records were. Whether a loop goes on is
+# Within a round most partitions are computed once: a stream read twice is a checkpoint (where some are
+# not, each `observe` node counts one computation: `round.Round.fused`). A stage re-run (a lost executor)
+# counts some records twice; counters (the report's, the records fed back to a combined variable) can only
+# read high, never zero where records were. Whether a loop goes on is
 # decided from its checkpoints' records, and those are exact whatever happens: the sizes of their
 # partitions, the results of the round job's tasks (`round.compute_checkpoints`; local and replicated
 # checkpoints).

@@ -5,11 +5,12 @@ Where scopeflow's JVM functions are on (runtime/jvmfunctions.py) and without `--
 condition that is always true (`RowCounters`): a filter on a Java function that counts the records it sees into
 an accumulator of its own. Spark generates its code with the operators around it, in one stage. An `observe`
 node (`CollectMetrics`) is not generated code: each one splits the round's generated stage in two, and each
-stage is code to generate and a closure for Spark to clean, every round; a chain's PageRank round spent 17 % of
-its time on its two counters (benchmarks/RESULTS.md, twenty-fifth session). `--report` keeps the `observe`
+stage is code to generate and a closure for Spark to clean, every round (a chain's PageRank ran in 0.83 of the
+time without its two counters: benchmarks/RESULTS.md, twenty-fifth session). `--report` keeps the `observe`
 nodes: they also mark where each operator's Spark time goes (`operator_times`), and so do runs without the
 functions (Spark Connect). Both count alike: every successful task that computed the records (`context.py`
-says why loops sum every task)."""
+says why loops sum every task). But where a round computes some records twice, each `observe` node counts one
+computation, and a condition both: such rounds keep `observe` (`round.Round.fused`)."""
 from __future__ import annotations
 
 import re
@@ -39,10 +40,11 @@ class Counters:
         self._count_if: dict = {}  # id(condition) -> (condition, its `count_if` aggregate)
         self._empty = columns.seq(spark, [])  # (runtime/columns.py; None over Spark Connect)
 
-    def observe(self, df, name: str, where=None):
+    def observe(self, df, name: str, where=None, fused: bool = True):
         """A counter `name` of `df`'s records (those for which `where`, a boolean column, is true): a condition in
-        the generated code (the module's docstring), else `df.observe(name, ...)`."""
-        fused = self.fused()
+        the generated code (the module's docstring) if `fused` (the records are computed once in the job that
+        counts them: `round.Round.fused`), else `df.observe(name, ...)`."""
+        fused = fused and self.fused()
         if fused:
             counted = self._every if where is None else where
             return DataFrame(df._jdf.filter(fused.counter(self._context, name, counted._jc)), df.sparkSession)
@@ -57,8 +59,8 @@ class Counters:
         """`RowCounters`, or False: with `--report`, over Spark Connect or without scopeflow's JVM functions."""
         if self._fused is None:
             fns = None if self.marked or is_connect(self.spark) else jvmfunctions.functions(self.spark)
-            self._fused = fns.row_counters if fns is not None else False
-            if fns is not None:
+            self._fused = fns.row_counters if fns is not None and fns.row_counters is not None else False
+            if self._fused:
                 self._context, self._every = self.spark.sparkContext._jsc.sc(), F.lit(True)
         return self._fused
 

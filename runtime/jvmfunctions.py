@@ -52,6 +52,7 @@ from scopeflow.stdlib.settings import JVM_FUNCTIONS
 
 PACKAGE = "scopeflow.jvm"
 JAR = "scopeflow-functions.jar"
+OPTIONAL = {"RowCounters"}  # functions the others work without (whatever Spark version fails to compile them)
 SOURCES = {
     # (the driver's) a plan's rows packed for storing, built as a SQL action builds its RDD: with the session's SQL
     # settings in the thread's local properties, so the jobs that building it starts (a broadcast, a subquery) run
@@ -243,6 +244,7 @@ class Functions:
     # `view(packed, plan, any_tag)`: their rows
     plan_rows: object
     # `counter(sc, name, counted)`: a record counter, a condition to filter on; `collect(plan)`: a plan's counters
+    # (None if they did not compile: counters are then `observe` nodes)
     row_counters: object
 
 
@@ -295,7 +297,7 @@ def _add(spark, sc):
     if f"/{JAR}" not in sc._jsc.sc().listJars().toString():
         return f"SparkContext.addJar did not add {jar} (see the JVM log)"
     tag = getattr(getattr(spark._jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()
-    return Functions(instances["CountRows"], tag, instances["PlanRows"], instances["RowCounters"])
+    return Functions(instances["CountRows"], tag, instances["PlanRows"], instances.get("RowCounters"))
 
 
 def _compile(spark):
@@ -313,7 +315,12 @@ def _compile(spark):
         with zipfile.ZipFile(jar, "w") as z:
             for name, source in SOURCES.items():
                 compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.cook(f"package {PACKAGE};\n{source}\n")
+                try:
+                    compiler.cook(f"package {PACKAGE};\n{source}\n")
+                except Exception:  # noqa: BLE001 - (the counters need more of Spark's API than the checkpoints)
+                    if name in OPTIONAL:
+                        continue
+                    raise
                 codes = compiler.getBytecodes()
                 for cls in codes.keySet().toArray():
                     z.writestr(cls.replace(".", "/") + ".class", bytes(codes.get(cls)))

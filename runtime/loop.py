@@ -192,7 +192,7 @@ class LoopExecutor:
         next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds).
         A plan that fails releases the checkpoints it had registered."""
         started = time.perf_counter()
-        rnd = Round(self.run, self.spec, act, ahead)
+        rnd = Round(self.run, self.spec, act, ahead, any(len(Pieces.of(df)) > 1 for df in self.imports.values()))
         try:
             return self.plan_round(rnd, act, started)
         except BaseException:
@@ -262,7 +262,7 @@ class LoopExecutor:
         counter = rnd.counter_of(feedback[var])
         if counter is None:
             counter = rnd.counter(FED_COUNTER + var, late=True)
-            feedback[var] = rnd.run.counters.observe(feedback[var], counter)
+            feedback[var] = rnd.run.counters.observe(feedback[var], counter, fused=rnd.fused)
         return counter
 
     def may_plan_ahead(self, planned: Planned) -> bool:
@@ -511,7 +511,7 @@ def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Op
     counter = rnd.counter_of(raw)
     if counter is None:
         counter = FED_COUNTER + var
-        raw = rnd.run.counters.observe(raw, counter)
+        raw = rnd.run.counters.observe(raw, counter, fused=rnd.fused)
     if isinstance(state, ReduceState):
         feedback[var] = state.group(raw, "delta")
     else:

@@ -26,7 +26,7 @@ class PlannedAhead(Exception):
 
 
 class Round:
-    def __init__(self, run, spec, activation, ahead: bool = False):
+    def __init__(self, run, spec, activation, ahead: bool = False, pieces: bool = False):
         self.run = run
         self.ahead = ahead  # planned during the previous round's job: it must not run Spark jobs
         self.spec = spec
@@ -49,6 +49,13 @@ class Round:
         self.plan_size: Optional[int] = None
         self.defers = False  # it leaves its feedback to the next round's job (`loop.LoopExecutor.defers`)
         self.deferred_in = ()  # the variables' frames that are deferred plans of the previous round (to compute once)
+        # Counters fused into the generated code (runtime/counters.py) add up every computation of their records. A
+        # round may compute some records twice: a fold into a state's overlay reads the round's records twice (the
+        # keys it meets in main, and the records), a join with an incremental loop's import `pieces` (or its first
+        # round's seeds) reads the other side once a piece. Such a round's counters are `observe` nodes, one per
+        # computation, of which `Counters.observed` takes the largest.
+        self.fused = (run.checkpoints.counted_by_job and not pieces and not self.seeds
+                      and not any(state.may_overlay(*run.overlay()) for state in self.states.values()))
 
     # ---- what generated round functions call ---------------------------------------------------------
 
@@ -72,7 +79,7 @@ class Round:
             self.same_rows(df, counter)
             return df
         name = self.counter(op)
-        out = self.run.counters.observe(df, name)
+        out = self.run.counters.observe(df, name, fused=self.fused)
         self.same_rows(out, name)
         return out
 

@@ -16,7 +16,7 @@ from scopeflow.runtime import jvmfunctions
 from scopeflow.runtime.checkpoints import Checkpoints, checkpoint_rdd
 from scopeflow.runtime.context import LOOP_CONF, settings
 from scopeflow.runtime.round import compute_checkpoints
-from scopeflow.stdlib.settings import JVM_FUNCTIONS
+from scopeflow.stdlib.settings import JVM_FUNCTIONS, STATE_OVERLAY_MIN_KEYS
 
 pytestmark = pytest.mark.spark
 
@@ -167,6 +167,28 @@ def test_without_the_functions_the_report_says_why(spark, monkeypatch):
         spark.conf.unset(JVM_FUNCTIONS)
 
 
+def test_counters_that_do_not_compile_leave_the_checkpoint_functions_and_counters_observe(spark, monkeypatch):
+    """The counters need more of Spark's API than the checkpoints (a `UDF1`, `SparkUserDefinedFunction.f`): where
+    they do not compile, the other functions still do, and counters are `observe` nodes."""
+    import attrs
+
+    from scopeflow.runtime import jvmfunctions as jf
+    from scopeflow.runtime.counters import Counters
+
+    monkeypatch.setattr(jf, "SOURCES", {**jf.SOURCES, "RowCounters": "public final class RowCounters { not java }"})
+    monkeypatch.setattr(jf, "_COMPILED", type(jf._COMPILED)())
+    _, instances = jf._compile(spark)  # (not added to the context: its jar is there already)
+    assert set(instances) == set(jf.SOURCES) - {"RowCounters"}
+    fns = jf.functions(spark)
+    monkeypatch.setattr(jf, "functions", lambda _: attrs.evolve(fns, row_counters=None))
+    counters = Counters(spark)
+    counted = counters.observe(spark.range(5), "n001")
+    assert counters.fused() is False
+    assert "CollectMetrics n001" in counted._jdf.queryExecution().executedPlan().toString()
+    counted.collect()
+    assert counters.observed([counted]) == {"n001": 5}
+
+
 @pytest.mark.parametrize("setting", [None, "false"])
 def test_loops_give_the_reference_results_with_and_without_the_functions(spark, example_copy, monkeypatch, setting):
     made = Counter()
@@ -275,13 +297,64 @@ def test_round_counters_are_conditions_in_the_generated_code_and_count_what_obse
     assert sum(sum(r["counts"].values()) for r in fused["rounds"]) > 0
 
 
-def test_a_rounds_generated_code_is_the_same_every_round(spark, example_copy):
-    """A counter's name is not in the code Spark generates for it (Spark writes a function's name into its error
-    handling): the rounds of a second run of a pipeline compile no code, as every round would with a name per
-    counter."""
+RELAX_THEN_REDUCE = """pipeline sssp
+source edges = read csv("data/wgraph.csv", header = true) schema (src: long, dst: long, w: double)
+start = edges | where(src == 1) | group(by id = src) | select(id, dist = 0.0)
+dists = loop sssp(d = start) with (e = edges) {
+    relax = d | join(e, on d.id == e.src) | select(id = e.dst, dist = d.dist + e.w)
+    best  = relax | reduce(by id, dist = min(dist))
+    feedback d <- best
+    emit state best
+}
+sink dists -> csv("out/distances", header = true)
+"""
+
+
+def test_round_counters_count_once_what_a_fold_into_the_overlay_reads_twice(spark, example_copy):
+    """A fold into a state's overlay reads the round's records twice (the keys it meets in main, and the records),
+    so Spark computes the operators below it twice. An `observe` counter counts each computation apart (the
+    largest is read); a fused counter would add both up, so such rounds count with `observe`."""
+    flow = example_copy("sssp.flow")
+    with open(flow, "w") as fh:
+        fh.write(RELAX_THEN_REDUCE)
+
+    def report(functions: bool):
+        conf = {STATE_OVERLAY_MIN_KEYS: "0", **({} if functions else {JVM_FUNCTIONS: "false"})}
+        with settings(spark, conf):
+            return run_file(flow, spark=spark).report
+
+    fused, observed = report(True), report(False)
+    assert any(how == "overlay" for r in fused["rounds"] for how in r.get("states", {}).values()), fused["rounds"]
+    assert [r["counts"] for r in fused["rounds"]] == [r["counts"] for r in observed["rounds"]]
+    got = dict(read_output(os.path.join(os.path.dirname(flow), "out/distances"), (int, float)))
+    arcs = reference.read_csv_rows(os.path.join(EXAMPLES, "data", "wgraph.csv"), (int, int, float))
+    want = reference.sssp(arcs, 1)  # (the source's distance here: the shortest way back to it)
+    want[1] = min(want[u] + w for u, v, w in arcs if v == 1 and u in want)
+    assert got == pytest.approx(want)
+
+
+@pytest.mark.parametrize("example", ["pagerank.flow", "sssp.flow"])
+def test_a_rounds_generated_code_is_the_same_every_round(spark, example_copy, monkeypatch, example):
+    """No counter's name or id is in the code Spark generates for a round (Spark writes a function's name into its
+    error handling): after the first rounds, a round compiles no code. (SSSP defers its feedback: its deferred plans'
+    counters are named after their round.)"""
+    from scopeflow.runtime.round import Round
+
     codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
-    run_file(example_copy("pagerank.flow"), spark=spark)
-    before = codegen.getCount()
-    job = run_file(example_copy("pagerank.flow"), spark=spark)
-    assert len(job.report["rounds"]) >= 10
-    assert codegen.getCount() - before == 0
+    compiled, fused = [], []
+    materialise = Round.materialise
+
+    def counting(self, also=()):
+        out = materialise(self, also)
+        compiled.append(codegen.getCount())
+        fused.append(self.fused)
+        return out
+
+    monkeypatch.setattr(Round, "materialise", counting)
+    plans = _round_plans(monkeypatch)
+    job = run_file(example_copy(example), spark=spark)
+    assert len(compiled) >= 8 and all(fused), (compiled, fused)
+    assert any("scopeflow_counter" in p for p in plans)
+    if example == "sssp.flow":
+        assert any(r.get("deferred") for r in job.report["rounds"])
+    assert compiled[-1] == compiled[3], compiled
