@@ -51,10 +51,10 @@ class Round:
         self.deferred_in = ()  # the variables' frames that are deferred plans of the previous round (to compute once)
         # Counters fused into the generated code (runtime/counters.py) add up every computation of their records. A
         # round may compute some records twice: a fold into a state's overlay reads the round's records twice (the
-        # keys it meets in main, and the records), a join with an incremental loop's import `pieces` (or its first
-        # round's seeds) reads the other side once a piece. Such a round's counters are `observe` nodes, one per
-        # computation, of which `Counters.observed` takes the largest.
-        self.fused = (run.checkpoints.counted_by_job and not pieces and not self.seeds
+        # keys it meets in main, and the records; so may an incremental epoch's states it starts from), a join with
+        # an incremental loop's import `pieces` (or its first round's seeds) reads the other side once a piece. Such
+        # a round's counters are `observe` nodes, one per computation, of which `Counters.observed` takes the largest.
+        self.fused = (run.checkpoints.counted_by_job and not pieces and not self.seeds and not self.preloaded
                       and not any(state.may_overlay(*run.overlay()) for state in self.states.values()))
 
     # ---- what generated round functions call ---------------------------------------------------------
