@@ -68,20 +68,24 @@ class Counters:
         """The counters in the executed plans of `frames`, by name ({} over Spark Connect: no JVM here)."""
         if is_connect(self.spark):
             return {}
+        pairs = self._fused_pairs if self._fused else self._observe_pairs
         out: dict = {}
-        if self._fused:  # (one text a plan: its conditions' counts and its `observe` nodes', a line each)
-            for df in frames:
-                for line in self._fused.collect(df._jdf.queryExecution().executedPlan()).splitlines():
-                    name, value = line.rsplit("\t", 1)
-                    out[name] = max(out.get(name, 0), int(value))
-            return out
+        for df in frames:
+            for name, value in pairs(df._jdf.queryExecution().executedPlan()):
+                out[name] = max(out.get(name, 0), value)
+        return out
+
+    def _fused_pairs(self, plan) -> list[tuple[str, int]]:
+        """(name, count) of a plan's conditions and of its `observe` nodes: one text, a line each."""
+        lines = self._fused.collect(plan).splitlines()
+        return [(name, int(value)) for name, value in (line.rsplit("\t", 1) for line in lines)]
+
+    def _observe_pairs(self, plan) -> list[tuple[str, int]]:
+        """(name, count) of a plan's `observe` nodes."""
         if self._collector is None:
             self._collector = getattr(getattr(self.spark._jvm.org.apache.spark.sql.execution, "CollectMetricsExec$"),
                                       "MODULE$")
-        for df in frames:
-            for name, value in metric_pairs(self._collector.collect(df._jdf.queryExecution().executedPlan())):
-                out[name] = max(out.get(name, 0), value)
-        return out
+        return metric_pairs(self._collector.collect(plan))
 
 
 _METRIC = re.compile(r"(?:\(|, )([^\s,()]+) -> \[(-?\d+)\](?=[,)])")

@@ -131,6 +131,7 @@ class LoopExecutor:
         # (an incremental loop's growing imports come prepared, as `Pieces` kept across epochs by their owner)
         self.imports = {name: df if isinstance(df, Pieces) else run.prepare_import(df, spec.imports.get(name) or [])
                         for name, df in imports.items()}
+        self.pieces = any(len(Pieces.of(df)) > 1 for df in self.imports.values())  # (`Round.fused`)
         self.held: list = []  # checkpoints of the previous round, released once the next round is stored
         self.narrow: Optional[int] = None  # partitions of the fed-back and emitted checkpoints after round one
         self.narrow_from: Optional[dict] = None  # the first round's feedback, which `narrow` is decided from
@@ -192,7 +193,7 @@ class LoopExecutor:
         next round and the outputs need. Nothing runs on Spark here (but nested loops, which run their rounds).
         A plan that fails releases the checkpoints it had registered."""
         started = time.perf_counter()
-        rnd = Round(self.run, self.spec, act, ahead, any(len(Pieces.of(df)) > 1 for df in self.imports.values()))
+        rnd = Round(self.run, self.spec, act, ahead, self.pieces)
         try:
             return self.plan_round(rnd, act, started)
         except BaseException:
