@@ -522,7 +522,7 @@ class RunContext:
         fixpoint (`start`) keeps the count its states and its imports' pieces are in while its input fits it
         (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
-        chosen = parallelism.choose(self.spark, self.partitions, frames)
+        chosen = parallelism.choose(self.spark, self.partitions, frames, carried=start is not None)
         return start.parallelism(chosen, task_slots(self.spark), self.partitions) if start is not None else chosen
 
     @contextmanager

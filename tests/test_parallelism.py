@@ -61,6 +61,22 @@ def test_a_loop_over_small_inputs_runs_its_rounds_in_few_tasks_with_the_same_out
     assert max(auto_tasks) < min(pinned_tasks), (auto_tasks, pinned_tasks)
 
 
+def test_a_loop_that_carries_its_states_across_epochs_is_sized_by_a_larger_share(spark, session_at):
+    """A streaming loop that carries its states (`carried`) takes `CARRIED_PARTITION_BYTES` a partition (its
+    rounds scan states and imports whatever their delta: a task more than Spark runs at once only adds its
+    fixed cost), unless `spark.scopeflow.loopPartitionBytes` is set, which sizes every loop."""
+    session_at(**{LOOP_PARTITIONS: "auto", PARTITION_BYTES: "1"})  # (put back after the test)
+    spark.conf.unset(PARTITION_BYTES)
+    frame = spark.range(1_500_000)  # Spark estimates 12,000,000 bytes: 3 partitions of 4 MiB
+    assert estimated_bytes(frame) == 12_000_000
+    assert choose(spark, 8, [frame]).partitions == 3
+    carried = choose(spark, 8, [frame], carried=True)
+    assert carried.partitions == 1 and "128.0 MiB a partition" in carried.why, carried
+    assert choose(spark, 8, [frame] * 12, carried=True).partitions == 2  # 144,000,000 bytes
+    session_at(**{PARTITION_BYTES: "4000000"})
+    assert choose(spark, 8, [frame], carried=True).partitions == 3
+
+
 def test_the_count_follows_the_estimate_between_one_and_the_session_count(spark, session_at):
     session_at(**{LOOP_PARTITIONS: "auto", PARTITION_BYTES: "1000"})
     small = spark.range(10)  # Spark estimates 80 bytes
