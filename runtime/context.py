@@ -518,9 +518,9 @@ class RunContext:
 
     def _parallelism(self, entries: dict, imports: dict, start) -> Parallelism:
         """The partitions an outermost loop's activation runs in (runtime/parallelism.py), chosen from its inputs
-        (all input so far, in a streaming epoch). A streaming loop that starts from the previous epoch's
-        fixpoint (`start`) keeps the count its states and its imports' pieces are in while its input fits it
-        (`incremental.Start.parallelism`)."""
+        (all input so far, in a streaming epoch). A streaming loop whose fixpoint can carry across epochs
+        (`start`) is sized with `parallelism.CARRIED_PARTITION_BYTES` a partition, and keeps the count its states
+        and its imports' pieces are in while its input fits it (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
         chosen = parallelism.choose(self.spark, self.partitions, frames, carried=start is not None)
         return start.parallelism(chosen, task_slots(self.spark), self.partitions) if start is not None else chosen

@@ -13,15 +13,16 @@ the round's delta stay co-partitioned, so no round shuffles its state or imports
 rounds whose delta is small would re-partition the state and the imports each time the count
 changes; measured and left, see RESULTS.md.)
 
-A streaming loop whose fixpoint carries across epochs is sized with `CARRIED_PARTITION_BYTES` a partition
-instead (unless `spark.scopeflow.loopPartitionBytes` is set): after its first epoch, its rounds carry a small
-delta over states and imports that only grow, so a round's tasks each scan their share of those whatever
-the delta, and a task more than Spark runs at once adds its fixed cost (scheduling, deserialising the task,
-a stage's setup) to every stage of every round without adding parallelism. It takes at least the tasks
-Spark runs at once, and keeps the count its states were kept in until its input outgrows it
-(`incremental.Start.parallelism`). Measured (benchmarks/RESULTS.md, 2026-11-29): connected components and
-SSSP over a 10^6-edge stream on 2 cores, 2 partitions (the task slots) took 0.89 of the time of 4 (the
-4 MiB rule), in the wave epochs and in the base epoch alike.
+A streaming loop whose fixpoint can carry across epochs (an incremental-capable one, in every epoch, the
+recomputed ones included) is sized with `CARRIED_PARTITION_BYTES` a partition instead (unless
+`spark.scopeflow.loopPartitionBytes` is set): after its first epoch, its rounds carry a small delta over
+states and imports that only grow, so a round's tasks each scan their share of those whatever the delta,
+and a task more than Spark runs at once adds its fixed cost (scheduling, deserialising the task, a stage's
+setup) to every stage of every round without adding parallelism. It takes at least the tasks Spark runs at
+once, and keeps the count its states were kept in until its input outgrows it (`incremental.Start.
+parallelism`). Measured (benchmarks/RESULTS.md, 2026-11-29): connected components and SSSP over a
+10^6-edge stream on 2 cores, 2 partitions (the task slots) against 4 (the 4 MiB rule): the wave epochs
+0.89 of the time for both, the first epoch 0.93-0.96 (cc) and 0.89 (SSSP).
 
 `spark.scopeflow.loopPartitions=N` pins the count (experiments, or a loop Spark's estimate misjudges).
 """
@@ -37,7 +38,7 @@ from scopeflow.runtime.deployment import is_connect
 from scopeflow.stdlib.settings import LOOP_PARTITIONS, PARTITION_BYTES
 
 PARTITION_BYTES_DEFAULT = 4 * 1024 * 1024
-CARRIED_PARTITION_BYTES = 128 * 1024 * 1024  # (a loop that carries its states across epochs: Spark's file split)
+CARRIED_PARTITION_BYTES = 128 * 1024 * 1024  # (a loop whose states can carry across epochs)
 UNKNOWN = 1 << 62  # Spark's default estimate is Long.MaxValue (8 EiB): an unknown size
 
 
@@ -56,7 +57,7 @@ class Parallelism:
 
 def choose(spark, full: int, frames: list, carried: bool = False) -> Parallelism:
     """The partitions of an activation whose entries and imports are `frames` (DataFrames), given the
-    session's `full` count (`carried`: of a streaming loop that carries its states across epochs)."""
+    session's `full` count (`carried`: of a streaming loop whose states can carry across epochs)."""
     pinned = _setting(spark, LOOP_PARTITIONS, "auto")
     if pinned != "auto":
         return Parallelism(int(pinned), f"pinned by {LOOP_PARTITIONS}")

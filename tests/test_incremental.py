@@ -205,6 +205,45 @@ def test_an_import_on_the_left_of_its_join(spark, tmp_path, incremental):
         assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items()), wave
 
 
+def test_a_loop_whose_states_carry_across_epochs_is_sized_by_the_larger_share(spark, tmp_path, incremental,
+                                                                            session_at):
+    """Without `loopPartitionBytes` set, an incremental-capable streaming loop is sized with 128 MiB a partition
+    (runtime/parallelism.py), raised to the tasks Spark runs at once, in its first (recomputed) epoch and in its
+    incremental ones; the same loop in a batch run takes the 4 MiB rule. Both equal networkx."""
+    from conftest import read_output, write_csv
+    from scopeflow.api import run_file
+    from scopeflow.runtime.deployment import task_slots
+    from scopeflow.runtime.parallelism import PARTITION_BYTES
+
+    incremental("always")
+    session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "1"})  # (put back after the test)
+    spark.conf.unset(PARTITION_BYTES)
+    rng = random.Random(5)
+    s = Stream(spark, tmp_path / "stream", CC.format(extra=""))
+    edges, report = [], str(tmp_path / "run.json")
+    for wave in range(2):
+        new = random_edges(rng, 30 if wave == 0 else 5, 60)
+        edges += new
+        s.drop_csv(["src", "dst"], new)
+        assert s.run(report=report) == 0
+        lp = epoch_loop(report, "cc")
+        assert lp["strategy"] == ("incremental" if wave else "recomputed"), lp
+        assert lp["partitions"] == min(task_slots(spark), 8), lp
+        assert "128.0 MiB a partition" in lp["partitions_why"], lp["partitions_why"]
+        assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items())
+    batch = tmp_path / "batch"
+    write_csv(batch / "in" / "edges.csv", ["src", "dst"], edges)
+    flow = CC.format(extra="").replace('stream files("in", format = "csv", header = true)', 'read csv("in", header = true)')
+    assert "read csv" in flow
+    (batch / "p.flow").write_text(flow)
+    run_file(str(batch / "p.flow"), spark=spark, report=str(batch / "run.json"))
+    with open(batch / "run.json") as fh:
+        (loop,) = json.load(fh)["loops"]
+    assert "4.0 MiB a partition" in loop["partitions"]["why"], loop["partitions"]
+    assert Counter(read_output(str(batch / "out" / "components"), (int, int))) == \
+        Counter(reference.connected_components(edges).items())
+
+
 def test_an_incremental_loop_keeps_the_partitions_its_input_needs_and_grows_them_when_outgrown(spark, tmp_path,
                                                                                                 incremental, session_at,
                                                                                                 monkeypatch):
