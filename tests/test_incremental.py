@@ -219,21 +219,17 @@ def test_a_loop_whose_states_carry_across_epochs_is_sized_by_the_larger_share(sp
     session_at(**{"spark.sql.shuffle.partitions": 8, PARTITION_BYTES: "1"})  # (put back after the test)
     spark.conf.unset(PARTITION_BYTES)
     rng = random.Random(5)
-    s = Stream(spark, tmp_path / "stream", CC.format(extra=""))
-    edges, report = [], str(tmp_path / "run.json")
-    for wave in range(2):
-        new = random_edges(rng, 30 if wave == 0 else 5, 60)
-        edges += new
-        s.drop_csv(["src", "dst"], new)
-        assert s.run(report=report) == 0
-        lp = epoch_loop(report, "cc")
-        assert lp["strategy"] == ("incremental" if wave else "recomputed"), lp
+    waves = [random_edges(rng, 30, 60), random_edges(rng, 5, 60)]
+    _, loops = cc_run(spark, tmp_path / "stream", waves)  # (each epoch equal to networkx)
+    assert [lp["strategy"] for lp in loops] == ["recomputed", "incremental"], loops
+    for lp in loops:
         assert lp["partitions"] == min(task_slots(spark), 8), lp
         assert "128.0 MiB a partition" in lp["partitions_why"], lp["partitions_why"]
-        assert s.output("components", (int, int)) == Counter(reference.connected_components(edges).items())
+    edges = [e for wave in waves for e in wave]
     batch = tmp_path / "batch"
     write_csv(batch / "in" / "edges.csv", ["src", "dst"], edges)
-    flow = CC.format(extra="").replace('stream files("in", format = "csv", header = true)', 'read csv("in", header = true)')
+    flow = CC.format(extra="").replace('stream files("in", format = "csv", header = true)',
+                                       'read csv("in", header = true)')
     assert "read csv" in flow
     (batch / "p.flow").write_text(flow)
     run_file(str(batch / "p.flow"), spark=spark, report=str(batch / "run.json"))
