@@ -70,10 +70,20 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # of the plan drops anyway. But it drops them earlier, so without it an expression below a join (a UDF among
 # them) also sees the records with a null key, and a filter on one side's join key is no longer copied to the
 # other side.
+#
+# Spark compiles a generated stage's code once and keeps the class by its source (`CodeGenerator`'s cache). By
+# default the source names the class after the stage's number in its plan (`GeneratedIteratorForCodegenStage3`),
+# so the same stage numbered otherwise in another plan is compiled again. A loop's rounds are new plans whose
+# stages number differently as the plan's shape changes (an incremental epoch's first rounds, the import's
+# pieces), and the cache holds a limited number of classes (`session.local_defaults`): connected components
+# over a stream compiled 21 classes every epoch, codes it had compiled before under other numbers and evicted
+# since. Without the number, none after the first epochs: the wave epochs of bench_incremental took 0.82x the
+# time (benchmarks/RESULTS.md, twenty-seventh session). The number only names the class in a stack trace.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
+CODEGEN_ID_IN_CLASS_NAME = "spark.sql.codegen.useIdInClassName"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple",
-             "spark.sql.constraintPropagation.enabled": "false"}
+             "spark.sql.constraintPropagation.enabled": "false", CODEGEN_ID_IN_CLASS_NAME: "false"}
 # A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and
 # Spark shuffles both sides of a join of two single-partition streams again when one is estimated above
 # `spark.sql.maxSinglePartitionBytes`, which a checkpoint always is (its statistics are detached): into one

@@ -136,6 +136,13 @@ def local_defaults() -> dict:
         # PySpark's DataFrame call-site capture costs ~5 JVM round trips per Column function call, which
         # dominated a loop round's driver time; scopeflow maps failures to .flow lines itself.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # Spark keeps the classes it compiles for generated code by their source, 100 of them by default, and
+        # compiles an evicted one again when a later plan needs it. A stream's epochs can go through more: a loop's
+        # rounds, the epoch's reads, writes and merges. Connected components over a stream, with stage numbers in
+        # the class names, compiled 21 classes every epoch, none with 1,000 kept (benchmarks/RESULTS.md,
+        # twenty-seventh session; loops now leave the numbers out, `context.LOOP_CONF`). A class is a few KB of
+        # bytecode, kept with its source (5 KB on average over the examples).
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
 
 

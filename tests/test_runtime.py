@@ -231,6 +231,43 @@ def test_rounds_are_planned_without_constraint_propagation_and_the_setting_is_pu
     assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in (1, 2, 3, 4, 5))
 
 
+
+def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_numbers_it_otherwise(spark):
+    # Spark keeps the classes it compiles by their source, which by default names the class after the stage's
+    # number in its plan; a round's plans change shape, and so do their stages' numbers. Loops name the classes
+    # without it (`LOOP_CONF`): a stage compiled as the first of one plan is not compiled again as the second of
+    # the next. The control, with the number, compiles it again. The session keeps 1,000 classes, not 100.
+    import random
+
+    from pyspark.sql import functions as F
+
+    from scopeflow.runtime.context import CODEGEN_ID_IN_CLASS_NAME, LOOP_CONF, settings
+
+    codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def compiles(df) -> int:
+        before = codegen.getCount()
+        df.collect()
+        return codegen.getCount() - before
+
+    def renumbered(tag: int) -> int:
+        """The classes compiled for `y join x` after `x` and `y` ran alone, each the first stage of its plan; `tag`
+        makes their code new to the session."""
+        scan = spark.range(60).localCheckpoint()
+        x = scan.select((F.col("id") % tag).alias("k"), (F.col("id") * tag + 1).alias("v")).where(F.col("v") % 7 == 3)
+        y = scan.select((F.col("id") % (tag + 1)).alias("k"), (F.col("id") * (tag + 2)).alias("w"))
+        assert compiles(x) > 0 and compiles(y) > 0
+        return compiles(y.join(x, "k"))  # (x's stage is its second)
+
+    tag = random.randrange(1_000, 100_000)
+    with settings(spark, LOOP_CONF):
+        renumbered(tag)  # (the join's own stages, compiled once)
+        assert renumbered(tag + 3) == 0
+    with settings(spark, {**LOOP_CONF, CODEGEN_ID_IN_CLASS_NAME: "true"}):
+        renumbered(tag + 6)
+        assert renumbered(tag + 9) > 0
+    assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == "1000"
+
 @pytest.mark.parametrize("above, ahead", [(0, True), (20, True), (20, False)])
 def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions, combine_above, stored_feedback,
                                                  above, ahead):
