@@ -77,8 +77,9 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # stages number differently as the plan's shape changes (an incremental epoch's first rounds, the import's
 # pieces), and the cache holds a limited number of classes (`session.local_defaults`): connected components
 # over a stream compiled 21 classes every epoch, codes it had compiled before under other numbers and evicted
-# since. Without the number, none after the first epochs: the wave epochs of bench_incremental took 0.82x the
-# time (benchmarks/RESULTS.md, twenty-seventh session). The number only names the class in a stack trace.
+# since. Without the number, a second run of that stream in the same process compiled none, and its wave epochs
+# took 0.82x the time (benchmarks/RESULTS.md, twenty-seventh session; SSSP's, no different). The number only
+# names the class in a stack trace.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 CODEGEN_ID_IN_CLASS_NAME = "spark.sql.codegen.useIdInClassName"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",

@@ -131,12 +131,18 @@ def loopback_env(master_arg: Optional[str]) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+# scopeflow's local defaults (session.local_defaults) that Spark reads once, when its JVM first needs them
+STATIC_SQL_DEFAULTS = frozenset({"spark.sql.codegen.cache.maxEntries"})
+
+
 def connect_defaults(local_settings: dict, conf: Optional[dict]) -> dict:
     """Session settings to send to a Connect server: the SQL defaults scopeflow uses locally.
 
     Only runtime SQL settings can be set per Connect session; without them a
     server's defaults (e.g. 200 shuffle partitions) would make every round slow.
+    The static ones (`STATIC_SQL_DEFAULTS`) are the server's to choose: a session
+    cannot change them, and the server would answer each with a warning.
     """
-    out = {k: v for k, v in local_settings.items() if k.startswith("spark.sql.")}
+    out = {k: v for k, v in local_settings.items() if k.startswith("spark.sql.") and k not in STATIC_SQL_DEFAULTS}
     out.update(conf or {})
     return out

@@ -231,18 +231,21 @@ def test_rounds_are_planned_without_constraint_propagation_and_the_setting_is_pu
     assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in (1, 2, 3, 4, 5))
 
 
-
 def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_numbers_it_otherwise(spark):
     # Spark keeps the classes it compiles by their source, which by default names the class after the stage's
     # number in its plan; a round's plans change shape, and so do their stages' numbers. Loops name the classes
-    # without it (`LOOP_CONF`): a stage compiled as the first of one plan is not compiled again as the second of
-    # the next. The control, with the number, compiles it again. The session keeps 1,000 classes, not 100.
+    # without it (`LOOP_CONF`): a stage compiled as the first of one plan is not compiled again as the third of
+    # the next (while Spark keeps it: scopeflow's session keeps 1,000 classes, `session.local_defaults`). The
+    # control, with the number, compiles it again.
     import random
 
     from pyspark.sql import functions as F
 
     from scopeflow.runtime.context import CODEGEN_ID_IN_CLASS_NAME, LOOP_CONF, settings
+    from scopeflow.runtime.deployment import STATIC_SQL_DEFAULTS, connect_defaults
+    from scopeflow.runtime.session import local_defaults
 
+    assert not spark.streams.active  # (nothing else compiles in this JVM meanwhile)
     codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
 
     def compiles(df) -> int:
@@ -257,7 +260,7 @@ def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_
         x = scan.select((F.col("id") % tag).alias("k"), (F.col("id") * tag + 1).alias("v")).where(F.col("v") % 7 == 3)
         y = scan.select((F.col("id") % (tag + 1)).alias("k"), (F.col("id") * (tag + 2)).alias("w"))
         assert compiles(x) > 0 and compiles(y) > 0
-        return compiles(y.join(x, "k"))  # (x's stage is its second)
+        return compiles(y.join(x, "k"))  # (x's stage is numbered 3 there: y's scan and sort come first)
 
     tag = random.randrange(1_000, 100_000)
     with settings(spark, LOOP_CONF):
@@ -266,7 +269,14 @@ def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_
     with settings(spark, {**LOOP_CONF, CODEGEN_ID_IN_CLASS_NAME: "true"}):
         renumbered(tag + 6)
         assert renumbered(tag + 9) > 0
+    # the session's size of Spark's cache of classes (static: set as the session starts), not sent to a Spark
+    # Connect server, which refuses a static setting
     assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == "1000"
+    assert "spark.sql.codegen.cache.maxEntries" in STATIC_SQL_DEFAULTS
+    sent = connect_defaults(local_defaults(), {"spark.sql.shuffle.partitions": "3"})
+    assert sent["spark.sql.shuffle.partitions"] == "3" and sent["spark.sql.session.timeZone"] == "UTC"
+    assert not STATIC_SQL_DEFAULTS & set(sent)
+
 
 @pytest.mark.parametrize("above, ahead", [(0, True), (20, True), (20, False)])
 def test_feedback_is_combined_by_its_only_reader(spark, example_copy, many_partitions, combine_above, stored_feedback,
