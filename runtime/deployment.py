@@ -131,8 +131,10 @@ def loopback_env(master_arg: Optional[str]) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+# the size of Spark's cache of compiled classes, which session.local_defaults sets
+CODEGEN_CACHE_ENTRIES = "spark.sql.codegen.cache.maxEntries"
 # scopeflow's local defaults (session.local_defaults) that Spark reads once, when its JVM first needs them
-STATIC_SQL_DEFAULTS = frozenset({"spark.sql.codegen.cache.maxEntries"})
+STATIC_SQL_DEFAULTS = frozenset({CODEGEN_CACHE_ENTRIES})
 
 
 def connect_defaults(local_settings: dict, conf: Optional[dict]) -> dict:

@@ -142,7 +142,7 @@ def local_defaults() -> dict:
         # the class names, compiled 21 classes every epoch, none with 1,000 kept (benchmarks/RESULTS.md,
         # twenty-seventh session; loops now leave the numbers out, `context.LOOP_CONF`). A class is a few KB of
         # bytecode, kept with its source (5 KB on average over the examples).
-        "spark.sql.codegen.cache.maxEntries": "1000",
+        deployment.CODEGEN_CACHE_ENTRIES: "1000",
     }
 
 

@@ -242,8 +242,7 @@ def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_
     from pyspark.sql import functions as F
 
     from scopeflow.runtime.context import CODEGEN_ID_IN_CLASS_NAME, LOOP_CONF, settings
-    from scopeflow.runtime.deployment import STATIC_SQL_DEFAULTS, connect_defaults
-    from scopeflow.runtime.session import local_defaults
+    from scopeflow.runtime.deployment import CODEGEN_CACHE_ENTRIES
 
     assert not spark.streams.active  # (nothing else compiles in this JVM meanwhile)
     codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
@@ -269,10 +268,16 @@ def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_
     with settings(spark, {**LOOP_CONF, CODEGEN_ID_IN_CLASS_NAME: "true"}):
         renumbered(tag + 6)
         assert renumbered(tag + 9) > 0
-    # the session's size of Spark's cache of classes (static: set as the session starts), not sent to a Spark
-    # Connect server, which refuses a static setting
-    assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == "1000"
-    assert "spark.sql.codegen.cache.maxEntries" in STATIC_SQL_DEFAULTS
+    # the session's size of Spark's cache of classes (static: set as the session starts)
+    assert spark.sparkContext.getConf().get(CODEGEN_CACHE_ENTRIES) == "1000"
+
+
+def test_a_spark_connect_session_gets_the_runtime_sql_defaults_and_not_the_static_ones():
+    # a Connect server refuses a static setting (with a warning on the client): the cache size is the server's
+    from scopeflow.runtime.deployment import CODEGEN_CACHE_ENTRIES, STATIC_SQL_DEFAULTS, connect_defaults
+    from scopeflow.runtime.session import local_defaults
+
+    assert CODEGEN_CACHE_ENTRIES in STATIC_SQL_DEFAULTS and CODEGEN_CACHE_ENTRIES in local_defaults()
     sent = connect_defaults(local_defaults(), {"spark.sql.shuffle.partitions": "3"})
     assert sent["spark.sql.shuffle.partitions"] == "3" and sent["spark.sql.session.timeZone"] == "UTC"
     assert not STATIC_SQL_DEFAULTS & set(sent)
