@@ -417,10 +417,15 @@ class RunContext:
 
         Not when its plan `sorts` (compiler/codegen.py): a `sort` first reads its input in a job of its own to
         sample it, and summing every task would count the records below it twice. One stage's tasks count them
-        once; the counters above the sort may then read low if two stages fill the cache at once."""
+        once; the counters above the sort may then read low if two stages fill the cache at once.
+
+        With `--report` the cache is given the size estimate of its plan without its counters, as without
+        `--report` (runtime/parallelism.py says why)."""
         summed = self.detailed and self.jvm_metrics and not sorts
         with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"} if summed else {}):
             df = df.persist()
+        if self.detailed and self.jvm_metrics:
+            parallelism.unmark_cached(df)
         self._cached.append(df)
         return df
 
@@ -533,7 +538,8 @@ class RunContext:
         (`start`) is sized with `parallelism.CARRIED_PARTITION_BYTES` a partition, and keeps the count its states
         and its imports' pieces are in while its input fits it (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
-        chosen = parallelism.choose(self.spark, self.partitions, frames, carried=start is not None)
+        chosen = parallelism.choose(self.spark, self.partitions, frames, carried=start is not None,
+                                    marked=self.detailed and self.jvm_metrics)  # (`count`'s `observe` nodes)
         return start.parallelism(chosen, task_slots(self.spark), self.partitions) if start is not None else chosen
 
     @contextmanager

@@ -25,6 +25,14 @@ parallelism`). Measured (benchmarks/RESULTS.md, 2026-11-29): connected component
 0.89 of the time for both, the first epoch 0.93-0.96 (cc) and 0.89 (SSSP).
 
 `spark.scopeflow.loopPartitions=N` pins the count (experiments, or a loop Spark's estimate misjudges).
+
+`--report` must not change the count. Its pipeline-level record counters are `observe` nodes (`CollectMetrics`,
+context.RunContext.count), and Spark's estimate of a join whose one side has unique keys (a `group`'s) takes
+the other side's size, but it does not see the keys through such a node and multiplies both sides' sizes:
+PageRank's inputs on a 20,222-arc chain were estimated at 78 GiB with `--report` against 792 KiB without, and
+the loop ran in 4 partitions against 1, at 2.4x the time (benchmarks/RESULTS.md, twenty-eighth session). So
+with `--report` the estimate is taken from the plans without those nodes (`unmarked`), and a stream the
+pipeline caches (`share`) is given the estimate of its plan without them (`unmark_cached`).
 """
 from __future__ import annotations
 
@@ -55,16 +63,17 @@ class Parallelism:
         return out
 
 
-def choose(spark, full: int, frames: list, carried: bool = False) -> Parallelism:
+def choose(spark, full: int, frames: list, carried: bool = False, marked: bool = False) -> Parallelism:
     """The partitions of an activation whose entries and imports are `frames` (DataFrames), given the
-    session's `full` count (`carried`: of a streaming loop whose states can carry across epochs)."""
+    session's `full` count (`carried`: of a streaming loop whose states can carry across epochs; `marked`:
+    the frames' plans hold `--report`'s counters, which the estimate leaves out)."""
     pinned = _setting(spark, LOOP_PARTITIONS, "auto")
     if pinned != "auto":
         return Parallelism(int(pinned), f"pinned by {LOOP_PARTITIONS}")
     if is_connect(spark):
         return Parallelism(full, "Spark Connect gives no size estimates: the session's shuffle partitions")
     per = int(_setting(spark, PARTITION_BYTES, str(CARRIED_PARTITION_BYTES if carried else PARTITION_BYTES_DEFAULT)))
-    sizes = [estimated_bytes(df) for df in frames]
+    sizes = [estimated_bytes(df, marked) for df in frames]
     if not sizes or any(s is None or s >= UNKNOWN for s in sizes):
         return Parallelism(full, "its inputs' size is not known: the session's shuffle partitions")
     total = sum(sizes)
@@ -73,21 +82,56 @@ def choose(spark, full: int, frames: list, carried: bool = False) -> Parallelism
                           f"(at most {full}, the session's shuffle partitions)", total)
 
 
-def estimated_bytes(df) -> Optional[int]:
-    """Spark's size estimate of a frame (its optimized plan's statistics; no job runs), or None."""
+def estimated_bytes(df, marked: bool = False) -> Optional[int]:
+    """Spark's size estimate of a frame (its optimized plan's statistics; no job runs), or None. `marked`: of
+    its plan without `observe` nodes (the module's docstring)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
     try:
-        size = jdf.queryExecution().optimizedPlan().stats().sizeInBytes()  # a Scala BigInt (py4j: an int)
-        return size if isinstance(size, int) else int(size.toString())
+        plan = jdf.queryExecution().optimizedPlan()
+        size = (unmarked(df.sparkSession, plan) if marked else plan).stats().sizeInBytes()
+        return size if isinstance(size, int) else int(size.toString())  # (a Scala BigInt; py4j: an int)
     except Exception:  # noqa: BLE001 - a plan Spark cannot optimize fails again when the loop runs, told there
         return None
 
 
+def unmarked(spark, plan):
+    """A logical `plan` without its `observe` nodes (`CollectMetrics`): a copy where it had some, else `plan`
+    itself. A few JVM calls a plan node (`--report` only)."""
+    children, it = [], plan.children().iterator()
+    while it.hasNext():
+        children.append(it.next())
+    kept = [unmarked(spark, child) for child in children]
+    if plan.nodeName() == "CollectMetrics":
+        return kept[0]
+    if all(new is old for new, old in zip(kept, children)):
+        return plan
+    return plan.withNewChildren(spark._jvm.PythonUtils.toSeq(kept))
+
+
+def unmark_cached(df) -> None:
+    """Give the cache of `df` (just persisted, not filled) the size estimate of its plan without `observe` nodes:
+    what the plans that read it estimate until it is filled (Spark's `InMemoryRelation.statsOfPlanToCache`). Its
+    plan is the optimized one its cached physical plan was planned from. Left as it is if Spark's cache cannot be
+    read so (the estimate only)."""
+    try:
+        cached = df.sparkSession._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf)
+        if not cached.isDefined():
+            return
+        relation = cached.get().cachedRepresentation()
+        physical = relation.cacheBuilder().cachedPlan()
+        if physical.nodeName() == "AdaptiveSparkPlan":
+            physical = physical.inputPlan()
+        link = physical.logicalLink()
+        if link.isDefined():
+            getattr(relation, "statsOfPlanToCache_$eq")(unmarked(df.sparkSession, link.get()).stats())
+    except Exception:  # noqa: BLE001 - another Spark's internals: the estimate keeps the counters' effect
+        pass
+
+
 def _setting(spark, key: str, default: str) -> str:
     return read_setting(spark, key, default).strip().lower()
-
 
 
 def _human(n: int) -> str:

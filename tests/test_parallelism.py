@@ -140,3 +140,69 @@ def test_a_loop_in_one_partition_shuffles_neither_its_state_nor_its_imports(spar
     assert any(r.get("deferred") for r in rounds)
     (key, value), = ONE_PARTITION_CONF.items()
     assert spark.conf.get(key) != value  # the loop's only
+
+
+def _joined_over_a_group(spark, path, marked: bool):
+    """The shape of PageRank's import: each edge with its source's out-degree (a join with a `group` of the edges),
+    with an `observe` node on each operator's output where `marked` (as `--report`'s counters put them)."""
+    from pyspark.sql import functions as F
+
+    def mark(df, name):
+        return df.observe(f"{name}_{marked}", F.count(F.lit(1)).alias("n")) if marked else df
+
+    edges = mark(spark.read.schema("src long, dst long").option("header", True).csv(str(path)), "edges")
+    degrees = mark(edges.groupBy("src").agg(F.count(F.lit(1)).alias("out_degree")), "degrees")
+    return mark(edges.join(degrees, "src").select("src", "dst", "out_degree"), "joined")
+
+
+def test_report_counters_leave_the_size_estimate_as_it_is_without_them(spark, tmp_path):
+    """Spark's estimate of a join with a side of unique keys (a `group`'s) is the other side's size, but an
+    `observe` node between hides the keys and Spark multiplies both sides' sizes. With `marked` the estimate
+    leaves them out: the same bytes as the plan without them, directly and through a cached stream."""
+    path = tmp_path / "edges.csv"
+    write_csv(path, ["src", "dst"], random_graph(3, 400, 2_000))
+    plain, marked = (_joined_over_a_group(spark, path, m) for m in (False, True))
+    want = estimated_bytes(plain)
+    assert 0 < want < 1_000_000, want
+    assert estimated_bytes(marked) > 100 * want  # (what Spark estimates with the counters in)
+    assert estimated_bytes(marked, marked=True) == want
+    assert estimated_bytes(plain, marked=True) == want
+    from scopeflow.runtime.parallelism import unmark_cached
+
+    cached = []
+    try:
+        for m in (False, True):
+            df = _joined_over_a_group(spark, path, m).persist()
+            cached.append(df)
+            if m:
+                unmark_cached(df)
+        sizes = [estimated_bytes(df.select("src", "dst"), marked=True) for df in cached]
+        assert sizes[0] == sizes[1] and sizes[0] < want, sizes
+    finally:
+        for df in cached:
+            df.unpersist()
+
+
+def test_a_report_does_not_change_the_partitions_a_loop_runs_in(spark, tmp_path, session_at):
+    """examples/pagerank.flow with and without `--report`: the same estimate, the same partition count (one),
+    the same ranks as the plain-Python reference. (With the counters' `observe` nodes in Spark's estimate it
+    read ~10^8 bytes against ~10^4 and the loop ran in 4 partitions with `--report`, in 1 without.)"""
+    session_at(**{"spark.sql.shuffle.partitions": 4, PARTITION_BYTES: "4194304", LOOP_PARTITIONS: "auto"})
+    edges = random_graph(11, 300, 1_500)
+    vertices = sorted({v for e in edges for v in e})
+    want = reference.pagerank_fixed(vertices, edges)
+    chosen = []
+    for report in (False, True):
+        folder = tmp_path / f"report_{report}"
+        shutil.copy(os.path.join(EXAMPLES, "pagerank.flow"), folder.mkdir() or folder)
+        write_csv(folder / "data" / "edges.csv", ["src", "dst"], edges)
+        write_csv(folder / "data" / "vertices.csv", ["id"], [(v,) for v in vertices])
+        job = run_file(str(folder / "pagerank.flow"), spark=spark,
+                       report=str(folder / "run.json") if report else None)
+        got = dict(read_output(str(folder / "out" / "ranks"), (int, float)))
+        assert got.keys() == want.keys()
+        assert all(abs(got[v] - want[v]) <= 1e-9 * max(1.0, abs(want[v])) for v in want)
+        (loop,) = job.report.document()["loops"]
+        chosen.append(loop["partitions"])
+    assert chosen[0] == chosen[1], chosen
+    assert chosen[0]["partitions"] == 1 and chosen[0]["input_bytes"] < 1_000_000, chosen
