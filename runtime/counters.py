@@ -119,29 +119,45 @@ def operator_times(frames: list) -> dict:
     operator (`n009/state`: a reduce's fold, `n011/shared`) belongs to it from the root down; the
     projections the executor adds above markers (feedback, emits) belong to no operator. A
     whole-stage-codegen node's pipeline time covers the nodes fused into it, so their own timings
-    are not added again. Summed over tasks: on several cores this is more than the wall time."""
+    are not added again. Summed over tasks: on several cores this is more than the wall time.
+
+    The walk is scopeflow's JVM function where it compiled (`OperatorTimes`, runtime/jvmfunctions.py: one JVM
+    call a plan), else here (a few JVM calls a plan node)."""
     out: dict = {}
     for key, df in frames:
         owner = key.split("/", 1)[0]
         owner = owner if re.fullmatch(r"n\d+", owner) else None
-        stack = [(df._jdf.queryExecution().executedPlan(), owner, False)]
-        while stack:
-            node, op, fused = stack.pop()
-            name = node.nodeName()
-            if name == "CollectMetrics" and not node.name().startswith(INTERNAL):
-                op = node.name().split(LATE, 1)[0]  # (a deferred plan's `op@round`: the operator's time all the same)
-            if name.startswith("WholeStageCodegen"):
-                fused = True
-                ms = _timing_ms(node, only="pipelineTime")
-            elif name == "InputAdapter":
-                fused, ms = False, 0.0
-            else:
-                ms = 0.0 if fused else _timing_ms(node)
-            if op is not None and ms:
-                out[op] = out.get(op, 0.0) + ms
-            children = node.children().iterator()
-            while children.hasNext():
-                stack.append((children.next(), op, fused))
+        plan = df._jdf.queryExecution().executedPlan()
+        fns = jvmfunctions.functions(df.sparkSession)
+        if fns is not None and fns.operator_times is not None:
+            for line in fns.operator_times.times(plan, owner, INTERNAL, LATE).splitlines():
+                op, ms = line.rsplit("\t", 1)
+                out[op] = out.get(op, 0.0) + float(ms)
+            continue
+        walked_times(plan, owner, out)
+    return out
+
+
+def walked_times(plan, owner: Optional[str], out: dict) -> dict:
+    """`operator_times` of one executed plan walked from Python, added to `out` (returned)."""
+    stack = [(plan, owner, False)]
+    while stack:
+        node, op, fused = stack.pop()
+        name = node.nodeName()
+        if name == "CollectMetrics" and not node.name().startswith(INTERNAL):
+            op = node.name().split(LATE, 1)[0]  # (a deferred plan's `op@round`: the operator's time all the same)
+        if name.startswith("WholeStageCodegen"):
+            fused = True
+            ms = _timing_ms(node, only="pipelineTime")
+        elif name == "InputAdapter":
+            fused, ms = False, 0.0
+        else:
+            ms = 0.0 if fused else _timing_ms(node)
+        if op is not None and ms:
+            out[op] = out.get(op, 0.0) + ms
+        children = node.children().iterator()
+        while children.hasNext():
+            stack.append((children.next(), op, fused))
     return out
 
 

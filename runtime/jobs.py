@@ -104,37 +104,43 @@ def _put_back(spark, saved: dict) -> None:
 
 
 def jobs_in_group(spark, group: str, at_least: int = 1) -> int:
-    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker.
+    """Spark jobs run in `group`; -1 (unknown) over Spark Connect, which has no status tracker."""
+    ids = job_ids_in_group(spark, group, at_least)
+    return -1 if ids is None else len(ids)
+
+
+def job_ids_in_group(spark, group: str, at_least: int = 1) -> Optional[list[int]]:
+    """The ids of the Spark jobs run in `group`; None over Spark Connect, which has no status tracker.
 
     The status tracker learns of a job from Spark's listener bus, asynchronously: on a loaded machine a
     job can have finished before its start is seen. Every round runs `at_least` jobs (one, or one per
     wave of its checkpoints on a cluster), so fewer seen means not yet: wait for the bus to deliver what
-    it holds (milliseconds), then count again."""
+    it holds (milliseconds), then look again."""
     if is_connect(spark):
-        return -1
+        return None
     tracker = spark.sparkContext.statusTracker()
-    seen = len(tracker.getJobIdsForGroup(group))
-    if seen < at_least:
+    ids = tracker.getJobIdsForGroup(group)
+    if len(ids) < at_least:
         try:
             spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
         except Exception:  # (a timeout: the count says what was seen)
             pass
-        seen = len(tracker.getJobIdsForGroup(group))
-    return seen
+        ids = tracker.getJobIdsForGroup(group)
+    return ids
 
 
-def tasks_in_group(spark, group: str) -> int:
-    """The tasks `group`'s jobs ran (completed or failed; none for a stage an earlier job's output
-    stands in for); -1 over Spark Connect. Task ends reach the status tracker through Spark's listener
-    bus, asynchronously: it is drained first (milliseconds; `--report` only)."""
-    if is_connect(spark):
+def tasks_of_jobs(spark, job_ids: Optional[list[int]]) -> int:
+    """The tasks the jobs `job_ids` ran (completed or failed; none for a stage an earlier job's output
+    stands in for); -1 for None (Spark Connect). Task ends reach the status tracker through Spark's
+    listener bus, asynchronously: it is drained first (milliseconds; `--report` only, off the round's path)."""
+    if job_ids is None:
         return -1
     try:
         spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
     except Exception:  # (a timeout: the count says what was seen)
         pass
     tracker = spark.sparkContext.statusTracker()
-    stages = {s for job_id in tracker.getJobIdsForGroup(group) for info in [tracker.getJobInfo(job_id)] if info
+    stages = {s for job_id in job_ids for info in [tracker.getJobInfo(job_id)] if info
               for s in info.stageIds}  # (a stage shared by two jobs of the round: once)
     return sum(st.numCompletedTasks + st.numFailedTasks for st in map(tracker.getStageInfo, stages) if st is not None)
 

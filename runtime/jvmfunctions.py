@@ -28,6 +28,8 @@ block is a few arrays, the rows take their bytes alone, and a row needs no copy 
 
 A round's record counters are filters on a function of scopeflow's own too (`RowCounters`, runtime/counters.py):
 Spark generates their code with the operators around them, where an `observe` node would split the generated stage.
+`--report`'s per-operator Spark times are read off a round's executed plan by one (`OperatorTimes`), in one JVM call
+where the same walk from Python makes a few a plan node (runtime/counters.py, `operator_times`).
 
 `functions(spark)` is None where they cannot be had (Spark Connect: no JVM here; a compile that fails, a jar
 the context does not add; `spark.scopeflow.jvmFunctions=false`): then the checkpoints go through Spark's API as
@@ -52,7 +54,7 @@ from scopeflow.stdlib.settings import JVM_FUNCTIONS
 
 PACKAGE = "scopeflow.jvm"
 JAR = "scopeflow-functions.jar"
-OPTIONAL = {"RowCounters"}  # functions the others work without (whatever Spark version fails to compile them)
+OPTIONAL = {"RowCounters", "OperatorTimes"}  # functions the others work without (whatever Spark fails to compile)
 SOURCES = {
     # (the driver's) a plan's rows packed for storing, built as a SQL action builds its RDD: with the session's SQL
     # settings in the thread's local properties, so the jobs that building it starts (a broadcast, a subquery) run
@@ -223,6 +225,69 @@ final class CountIf implements org.apache.spark.sql.api.java.UDF1, java.io.Seria
         return Boolean.TRUE;
     }
 }""",
+    # (the driver's; `--report`) the Spark task milliseconds per operator in an executed plan, as runtime/counters.py's
+    # `operator_times` walks it there (its docstring says how), in one call: a line `op<TAB>ms` each
+    "OperatorTimes": """
+public final class OperatorTimes {
+    public String times(org.apache.spark.sql.execution.SparkPlan root, String owner, String internal, String late) {
+        java.util.LinkedHashMap out = new java.util.LinkedHashMap();
+        java.util.ArrayList stack = new java.util.ArrayList();
+        stack.add(new Object[] { root, owner, Boolean.FALSE });
+        while (!stack.isEmpty()) {
+            Object[] top = (Object[]) stack.remove(stack.size() - 1);
+            org.apache.spark.sql.execution.SparkPlan node = (org.apache.spark.sql.execution.SparkPlan) top[0];
+            String op = (String) top[1];
+            boolean fused = ((Boolean) top[2]).booleanValue();
+            String name = node.nodeName();
+            if (node instanceof org.apache.spark.sql.execution.CollectMetricsExec) {
+                String marker = ((org.apache.spark.sql.execution.CollectMetricsExec) node).name();
+                if (!marker.startsWith(internal)) {
+                    int at = marker.indexOf(late);
+                    op = at < 0 ? marker : marker.substring(0, at);
+                }
+            }
+            double ms;
+            if (name.startsWith("WholeStageCodegen")) {
+                fused = true;
+                ms = timing(node, "pipelineTime");
+            } else if (name.equals("InputAdapter")) {
+                fused = false;
+                ms = 0.0;
+            } else {
+                ms = fused ? 0.0 : timing(node, null);
+            }
+            if (op != null && ms != 0.0) {
+                Double was = (Double) out.get(op);
+                out.put(op, Double.valueOf((was == null ? 0.0 : was.doubleValue()) + ms));
+            }
+            scala.collection.Iterator cs = node.children().iterator();
+            while (cs.hasNext()) stack.add(new Object[] { cs.next(), op, Boolean.valueOf(fused) });
+        }
+        StringBuilder text = new StringBuilder();
+        java.util.Iterator es = out.entrySet().iterator();
+        while (es.hasNext()) {
+            java.util.Map.Entry e = (java.util.Map.Entry) es.next();
+            text.append(e.getKey()).append('\\t').append(e.getValue()).append('\\n');
+        }
+        return text.toString();
+    }
+    private static double timing(org.apache.spark.sql.execution.SparkPlan node, String only) {
+        double total = 0.0;
+        scala.collection.Iterator it = node.metrics().iterator();
+        while (it.hasNext()) {
+            scala.Tuple2 kv = (scala.Tuple2) it.next();
+            if (only != null && !only.equals(kv._1())) continue;
+            org.apache.spark.sql.execution.metric.SQLMetric metric =
+                (org.apache.spark.sql.execution.metric.SQLMetric) kv._2();
+            String kind = metric.metricType();
+            // (through the generic `value`: Janino sees two `value` methods in `SQLMetric`)
+            double value = ((Number) ((org.apache.spark.util.AccumulatorV2) metric).value()).doubleValue();
+            if ("timing".equals(kind)) total = total + value;
+            else if ("nsTiming".equals(kind)) total = total + value / 1e6;
+        }
+        return total;
+    }
+}""",
     # a task's result: the records of its partition (reading them stores the checkpoints they come from)
     "CountRows": """
 public final class CountRows extends scala.runtime.AbstractFunction2 implements java.io.Serializable {
@@ -246,6 +311,8 @@ class Functions:
     # `counter(sc, name, counted)`: a record counter, a condition to filter on; `collect(plan)`: a plan's counters
     # (None if they did not compile: counters are then `observe` nodes)
     row_counters: object
+    # `times(plan, owner, internal, late)`: `--report`'s operator times in a plan (None: walked from Python)
+    operator_times: object = None
 
 
 _LOCK = threading.Lock()
@@ -297,7 +364,8 @@ def _add(spark, sc):
     if f"/{JAR}" not in sc._jsc.sc().listJars().toString():
         return f"SparkContext.addJar did not add {jar} (see the JVM log)"
     tag = getattr(getattr(spark._jvm.scala.reflect, "ClassTag$"), "MODULE$").AnyRef()
-    return Functions(instances["CountRows"], tag, instances["PlanRows"], instances.get("RowCounters"))
+    return Functions(instances["CountRows"], tag, instances["PlanRows"], instances.get("RowCounters"),
+                     instances.get("OperatorTimes"))
 
 
 def _compile(spark):

@@ -353,8 +353,8 @@ class LoopExecutor:
         round; return (attempt, feedback checkpoints, records fed back, combined variables)."""
         run, spec, act = self.run, self.spec, self.act
         rnd, group, fed, fb_ck = planned.rnd, planned.group, planned.fed, planned.fb_ck
-        spark_jobs = run.jobs_in_group(group, rnd.waves)
-        tasks = run.tasks_in_group(group) if run.detailed else None  # (--report)
+        job_ids = run.job_ids(group, rnd.waves)
+        spark_jobs = -1 if job_ids is None else len(job_ids)  # (-1: unknown, over Spark Connect)
         # (reliable checkpoints write in jobs of their own: one job per round, or per wave of checkpoints on a
         # cluster, holds only for the RDD-level round job)
         more = spark_jobs > rnd.waves and run.checkpoints.counted_by_job
@@ -390,9 +390,11 @@ class LoopExecutor:
         seconds = now - max(planned.started, self.finished or planned.started)
         self.finished = now
         planned.entries = run.round_done(spec, act.number, RoundRecord(
-            act.round, seconds, in_flight, op_counts, attempt, spark_jobs, stored, jobs_seen, rnd.plan_size, tasks,
+            act.round, seconds, in_flight, op_counts, attempt, spark_jobs, stored, jobs_seen, rnd.plan_size,
             {op: how for op, how in folds.items() if how}, rnd.waves, rnd.ahead, planned.plan_seconds,
             planned.job_seconds, tuple(planned.deferred)))
+        if run.detailed:  # (--report: counted off the round's path, of the jobs the round ran)
+            run.report.count_tasks(planned.entries[0], lambda: run.tasks_of_jobs(job_ids))
         self.previous = planned if planned.deferred and not attempt.terminated else None
         return attempt, fb_ck, in_flight, fed
 

@@ -388,3 +388,27 @@ def test_a_round_that_may_fold_into_an_overlay_or_read_an_input_twice_counts_wit
     assert fused(round=1, seeds={"n002": ()})  # (seeds are round 0's)
     assert not fused(pieces=True)
     assert not fused(counted=False)
+
+
+def test_the_operator_times_walked_in_the_jvm_are_those_walked_from_python(spark, session_at):
+    """`--report`'s per-operator Spark time of a round's plan, read in one JVM call (`OperatorTimes`), is what the
+    walk from Python reads off the same executed plan: by the operators' markers (a deferred plan's `op@round` is
+    the operator's; scopeflow's own counters mark nothing), the frame's owner from the root down."""
+    from pyspark.sql import functions as F
+
+    from scopeflow.runtime.counters import INTERNAL, operator_times, walked_times
+
+    session_at(**{"spark.sql.adaptive.enabled": "false"})  # (as in loops: the plan's nodes are there to walk)
+    fns = jvmfunctions.functions(spark)
+    assert fns is not None and fns.operator_times is not None
+    n = F.count(F.lit(1)).alias("n")
+    base = spark.range(0, 30_000, 1, 3).select((F.col("id") % 97).alias("k"), F.col("id").alias("v"))
+    grouped = base.observe("n001", n).groupBy("k").agg(F.sum("v").alias("s")).observe("n002@3", n)
+    joined = grouped.join(base.observe("n003", n), "k").observe(INTERNAL + "fed:x", n).select("k", "s", "v")
+    assert len(joined.collect()) == 30_000
+    plan = joined._jdf.queryExecution().executedPlan()
+    want = walked_times(plan, "n005", {})
+    got = operator_times([("n005/state", joined)])
+    assert {"n002", "n003", "n005"} <= set(want) and "n002@3" not in want and sum(want.values()) > 0, want
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+    assert operator_times([("feedback/x", joined)]) == pytest.approx(walked_times(plan, None, {}), rel=1e-12)

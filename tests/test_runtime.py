@@ -924,11 +924,14 @@ def test_a_counter_under_a_sort_counts_its_stream_once(spark, session_at, tmp_pa
     assert sorted(s["records"] for s in doc["sinks"]) == sorted([len(y), len(y), len(z)])
 
 
-def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
+def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path, monkeypatch):
     """--report reads operator times from each round's plans on a thread of its own; a walk that fails (a run
-    that stopped Spark) leaves the report written, saying its times are incomplete, with the times it has."""
+    that stopped Spark) leaves the report written, saying its times are incomplete, with the times it has.
+    (The plans here are Python stand-ins, walked from Python: no JVM function.)"""
+    from scopeflow.runtime import jvmfunctions
     from scopeflow.runtime.report import RunReport
 
+    monkeypatch.setattr(jvmfunctions, "functions", lambda spark: None)
     report = RunReport("p", "f", {})
 
     class Broken:  # a frame whose plan cannot be read
@@ -963,6 +966,8 @@ def test_report_written_when_a_rounds_operator_times_cannot_be_read(tmp_path):
             return box
 
     class Frame:
+        sparkSession = None
+
         def __init__(self, ms):
             qe = type("QE", (), {"executedPlan": lambda _: Plan(ms)})()
             self._jdf = type("J", (), {"queryExecution": lambda _: qe})()
