@@ -570,8 +570,8 @@ class RunContext:
     def job_ids(self, group: str, at_least: int = 1) -> Optional[list[int]]:
         return jobs.job_ids_in_group(self.spark, group, at_least)  # None over Spark Connect
 
-    def tasks_of_jobs(self, job_ids: Optional[list[int]]) -> int:
-        return jobs.tasks_of_jobs(self.spark, job_ids)  # -1 over Spark Connect
+    def tasks_of_jobs(self, group: str, job_ids: Optional[list[int]]) -> int:
+        return jobs.tasks_of_jobs(self.spark, group, job_ids)  # -1 over Spark Connect
 
     def explain_jobs(self, group: str) -> list[str]:
         """Each Spark job of a round's group."""

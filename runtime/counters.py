@@ -121,19 +121,25 @@ def operator_times(frames: list) -> dict:
     whole-stage-codegen node's pipeline time covers the nodes fused into it, so their own timings
     are not added again. Summed over tasks: on several cores this is more than the wall time.
 
-    The walk is scopeflow's JVM function where it compiled (`OperatorTimes`, runtime/jvmfunctions.py: one JVM
-    call a plan), else here (a few JVM calls a plan node)."""
+    The walk is scopeflow's JVM function where it compiled (`OperatorTimes`, runtime/jvmfunctions.py: a few JVM
+    calls a plan), else (or where it fails) here: a few JVM calls a plan node."""
     out: dict = {}
+    fns = jvmfunctions.functions(frames[0][1].sparkSession) if frames else None
+    walker = fns.operator_times if fns is not None else None
     for key, df in frames:
         owner = key.split("/", 1)[0]
         owner = owner if re.fullmatch(r"n\d+", owner) else None
         plan = df._jdf.queryExecution().executedPlan()
-        fns = jvmfunctions.functions(df.sparkSession)
-        if fns is not None and fns.operator_times is not None:
-            for line in fns.operator_times.times(plan, owner, INTERNAL, LATE).splitlines():
-                op, ms = line.rsplit("\t", 1)
-                out[op] = out.get(op, 0.0) + float(ms)
-            continue
+        if walker is not None:
+            try:
+                text = walker.times(plan, owner, INTERNAL, LATE)
+            except Exception:  # noqa: BLE001 - a plan node another Spark gives otherwise: walked from Python
+                walker = None
+            else:
+                for line in text.splitlines():
+                    op, ms = line.rsplit("\t", 1)
+                    out[op] = out.get(op, 0.0) + float(ms)
+                continue
         walked_times(plan, owner, out)
     return out
 

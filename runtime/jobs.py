@@ -123,16 +123,18 @@ def job_ids_in_group(spark, group: str, at_least: int = 1) -> Optional[list[int]
     if len(ids) < at_least:
         try:
             spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
-        except Exception:  # (a timeout: the count says what was seen)
+        except Exception:  # (a timeout: the ids are those seen)
             pass
         ids = tracker.getJobIdsForGroup(group)
     return ids
 
 
-def tasks_of_jobs(spark, job_ids: Optional[list[int]]) -> int:
-    """The tasks the jobs `job_ids` ran (completed or failed; none for a stage an earlier job's output
-    stands in for); -1 for None (Spark Connect). Task ends reach the status tracker through Spark's
-    listener bus, asynchronously: it is drained first (milliseconds; `--report` only, off the round's path)."""
+def tasks_of_jobs(spark, group: str, job_ids: Optional[list[int]]) -> int:
+    """The tasks run by the jobs of `group`: `job_ids` (those seen as the round ended) and any the status tracker
+    learns of later (a job's start is delivered asynchronously, as its tasks' ends are: the listener bus is
+    drained first). Completed or failed tasks; none for a stage an earlier job's output stands in for. -1 for
+    None (Spark Connect), and where the tracker no longer holds a job (it keeps `spark.ui.retainedJobs`):
+    `--report` only, counted off the round's path (`RunReport.count_tasks`)."""
     if job_ids is None:
         return -1
     try:
@@ -140,8 +142,10 @@ def tasks_of_jobs(spark, job_ids: Optional[list[int]]) -> int:
     except Exception:  # (a timeout: the count says what was seen)
         pass
     tracker = spark.sparkContext.statusTracker()
-    stages = {s for job_id in job_ids for info in [tracker.getJobInfo(job_id)] if info
-              for s in info.stageIds}  # (a stage shared by two jobs of the round: once)
+    infos = [tracker.getJobInfo(job_id) for job_id in sorted({*job_ids, *tracker.getJobIdsForGroup(group)})]
+    if not all(infos):
+        return -1
+    stages = {s for info in infos for s in info.stageIds}  # (a stage shared by two jobs of the round: once)
     return sum(st.numCompletedTasks + st.numFailedTasks for st in map(tracker.getStageInfo, stages) if st is not None)
 
 

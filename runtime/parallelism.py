@@ -84,13 +84,18 @@ def choose(spark, full: int, frames: list, carried: bool = False, marked: bool =
 
 def estimated_bytes(df, marked: bool = False) -> Optional[int]:
     """Spark's size estimate of a frame (its optimized plan's statistics; no job runs), or None. `marked`: of
-    its plan without `observe` nodes (the module's docstring)."""
+    its plan without `observe` nodes (the module's docstring; where they cannot be left out, of its plan)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
     try:
         plan = jdf.queryExecution().optimizedPlan()
-        size = (unmarked(df.sparkSession, plan) if marked else plan).stats().sizeInBytes()
+        if marked:
+            try:
+                plan = unmarked(df.sparkSession, plan)
+            except Exception:  # noqa: BLE001 - another Spark's plan nodes: the estimate with the counters in
+                pass
+        size = plan.stats().sizeInBytes()
         return size if isinstance(size, int) else int(size.toString())  # (a Scala BigInt; py4j: an int)
     except Exception:  # noqa: BLE001 - a plan Spark cannot optimize fails again when the loop runs, told there
         return None
@@ -98,36 +103,51 @@ def estimated_bytes(df, marked: bool = False) -> Optional[int]:
 
 def unmarked(spark, plan):
     """A logical `plan` without its `observe` nodes (`CollectMetrics`): a copy where it had some, else `plan`
-    itself. A few JVM calls a plan node (`--report` only)."""
-    children, it = [], plan.children().iterator()
-    while it.hasNext():
-        children.append(it.next())
-    kept = [unmarked(spark, child) for child in children]
-    if plan.nodeName() == "CollectMetrics":
-        return kept[0]
-    if all(new is old for new, old in zip(kept, children)):
-        return plan
-    return plan.withNewChildren(spark._jvm.PythonUtils.toSeq(kept))
+    itself. A few JVM calls a plan node (`--report` only); walked with a stack of its own (plans can be deep)."""
+    done: dict = {}  # id(node) -> the node without markers
+    stack = [(plan, None)]
+    while stack:
+        node, children = stack.pop()
+        if children is None:  # first visit: its children first
+            children, it = [], node.children().iterator()
+            while it.hasNext():
+                children.append(it.next())
+            stack.append((node, children))
+            stack.extend((child, None) for child in children)
+            continue
+        kept = [done.pop(id(child)) for child in children]
+        if node.nodeName() == "CollectMetrics":
+            done[id(node)] = kept[0]
+        elif all(new is old for new, old in zip(kept, children)):
+            done[id(node)] = node
+        else:
+            done[id(node)] = node.withNewChildren(spark._jvm.PythonUtils.toSeq(kept))
+    return done[id(plan)]
 
 
 def unmark_cached(df) -> None:
     """Give the cache of `df` (just persisted, not filled) the size estimate of its plan without `observe` nodes:
     what the plans that read it estimate until it is filled (Spark's `InMemoryRelation.statsOfPlanToCache`). Its
-    plan is the optimized one its cached physical plan was planned from. Left as it is if Spark's cache cannot be
-    read so (the estimate only)."""
+    plan is the optimized one its cached physical plan was planned from: the logical link of the physical plan's
+    root, below the nodes Spark adds in planning (adaptive execution's, whole-stage code generation's). Left as
+    it is if Spark's cache cannot be read so (the estimate only)."""
     try:
         cached = df.sparkSession._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf)
         if not cached.isDefined():
             return
         relation = cached.get().cachedRepresentation()
         physical = relation.cacheBuilder().cachedPlan()
-        if physical.nodeName() == "AdaptiveSparkPlan":
-            physical = physical.inputPlan()
         link = physical.logicalLink()
+        while not link.isDefined() and physical.nodeName().startswith(_PLANNING_NODES):
+            physical = physical.inputPlan() if physical.nodeName() == "AdaptiveSparkPlan" else physical.child()
+            link = physical.logicalLink()
         if link.isDefined():
             getattr(relation, "statsOfPlanToCache_$eq")(unmarked(df.sparkSession, link.get()).stats())
     except Exception:  # noqa: BLE001 - another Spark's internals: the estimate keeps the counters' effect
         pass
+
+
+_PLANNING_NODES = ("AdaptiveSparkPlan", "WholeStageCodegen", "InputAdapter", "ColumnarToRow")  # (one child each)
 
 
 def _setting(spark, key: str, default: str) -> str:

@@ -48,7 +48,7 @@ class RunReport:
         self.observations: list = []  # (operator, pyspark Observation) of pipeline-level operators (--report)
         self.listener_bus = None  # () -> Spark's listener bus (classic sessions), which completes observations
         self.task_ms: dict = {}  # operator -> Spark task milliseconds in loop rounds (--report)
-        self._timer: Optional[ThreadPoolExecutor] = None  # walks rounds' executed plans for `task_ms`
+        self._timer: Optional[ThreadPoolExecutor] = None  # reads rounds' plans (`task_ms`) and task counts
         self._timings: list[Future] = []  # walks not yet added to `task_ms`
         self._counts: list[Future] = []  # rounds' task counts not yet in their entries (`count_tasks`)
 
@@ -144,18 +144,25 @@ class RunReport:
 
     def time_operators(self, frames: list) -> None:
         """(--report) Add the Spark task time per operator in the executed plans of a round's `frames` ((key,
-        frame) pairs, `counters.operator_times`) to `task_ms`. The walk costs a few JVM calls per plan node
-        (~0.1 s a round on a 2-core machine), so it runs on a thread of its own while the run goes on: its
-        calls wait on the JVM while the next round's do. The plans' metrics are final once the round's job
-        has run; `document` waits for every walk."""
+        frame) pairs, `counters.operator_times`) to `task_ms`, on a thread of its own while the run goes on: a
+        walk is a few JVM calls a plan (a few a plan node where scopeflow's JVM function for it is missing, ~0.1 s
+        a round on a 2-core machine), and they wait on the JVM while the next round's do. The plans' metrics are
+        final once the round's job has run; `document` waits for every walk."""
         self._timings.append(self._thread().submit(operator_times, frames))
 
     def count_tasks(self, entry: dict, count: Callable[[], int]) -> None:
         """(--report) Put a round's task count, `count()`, into its `entry` on the thread that times operators: it
         waits for Spark's listener bus to deliver the round's task ends, then reads a few figures a stage through
         the JVM (6 ms a round of PageRank on a chain, measured, that the next round waited for). `document` waits
-        for it; an entry whose count failed (Spark stopped by a failure) has none."""
-        self._counts.append(self._thread().submit(lambda: entry.__setitem__("tasks", count())))
+        for it (until then `entry` may have no `tasks`); a count that failed (Spark stopped by a failure) is -1."""
+        self._counts.append(self._thread().submit(self._count_tasks, entry, count))
+
+    @staticmethod
+    def _count_tasks(entry: dict, count: Callable[[], int]) -> None:
+        try:
+            entry["tasks"] = count()
+        except Exception:  # noqa: BLE001 - e.g. a run that failed and stopped Spark: its report is still written
+            entry["tasks"] = -1
 
     def _thread(self) -> ThreadPoolExecutor:
         if self._timer is None:
@@ -163,12 +170,10 @@ class RunReport:
         return self._timer
 
     def _add_timings(self) -> None:
+        """Wait for the report thread's work: the rounds' task counts, then the operator times."""
         counts, self._counts = self._counts, []
         for counted in counts:
-            try:
-                counted.result()
-            except Exception:  # noqa: BLE001 - the round's entry goes without its task count
-                pass
+            counted.result()  # (`_count_tasks` does not raise)
         timings, self._timings = self._timings, []
         for walk in timings:
             try:

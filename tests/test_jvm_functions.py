@@ -410,5 +410,8 @@ def test_the_operator_times_walked_in_the_jvm_are_those_walked_from_python(spark
     want = walked_times(plan, "n005", {})
     got = operator_times([("n005/state", joined)])
     assert {"n002", "n003", "n005"} <= set(want) and "n002@3" not in want and sum(want.values()) > 0, want
+    assert not any(op.startswith(INTERNAL) for op in want), want
     assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+    twice = operator_times([("n005/state", joined), ("n005/shared", joined)])  # (one owner's frames add up)
+    assert twice == pytest.approx({op: 2 * ms for op, ms in want.items()}, rel=1e-12, abs=1e-9)
     assert operator_times([("feedback/x", joined)]) == pytest.approx(walked_times(plan, None, {}), rel=1e-12)
