@@ -154,6 +154,9 @@ class RunContext:
         self.loop_partitions = self.partitions  # while a loop runs: its activation's (runtime/parallelism.py)
         self._group: Optional[str] = None  # the job group this thread's jobs are tagged with (`round_group`)
         self.jvm_metrics = not is_connect(spark)
+        # `--report` with a JVM to read: pipeline operators are counted by `observe` nodes (`count`), which Spark's
+        # size estimates must not see (runtime/parallelism.py)
+        self.observed = detailed and self.jvm_metrics
         self.checkpoints = Checkpoints(spark)
         self.counters = Counters(spark, marked=detailed)
         self.report = RunReport(self.pipeline, self.fingerprint, self.operators)
@@ -391,7 +394,7 @@ class RunContext:
     def count(self, df: DataFrame, op: str, same_as: Optional[str] = None) -> DataFrame:
         """Operator `op`'s record counter, read for the report (`--report`; the pipeline runs once, so
         `same_as` changes nothing here)."""
-        if not self.detailed or not self.jvm_metrics:
+        if not self.observed:
             return df
         from pyspark.sql import Observation
 
@@ -421,10 +424,10 @@ class RunContext:
 
         With `--report` the cache is given the size estimate of its plan without its counters, as without
         `--report` (runtime/parallelism.py says why)."""
-        summed = self.detailed and self.jvm_metrics and not sorts
+        summed = self.observed and not sorts
         with settings(self.spark, {OBSERVE_ALL_ATTEMPTS: "true"} if summed else {}):
             df = df.persist()
-        if self.detailed and self.jvm_metrics:
+        if self.observed:
             parallelism.unmark_cached(df)
         self._cached.append(df)
         return df
@@ -539,7 +542,7 @@ class RunContext:
         and its imports' pieces are in while its input fits it (`incremental.Start.parallelism`)."""
         frames = [f for df in [*entries.values(), *imports.values()] if df is not None for f in Pieces.of(df)]
         chosen = parallelism.choose(self.spark, self.partitions, frames, carried=start is not None,
-                                    marked=self.detailed and self.jvm_metrics)  # (`count`'s `observe` nodes)
+                                    marked=self.observed)
         return start.parallelism(chosen, task_slots(self.spark), self.partitions) if start is not None else chosen
 
     @contextmanager

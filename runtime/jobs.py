@@ -121,10 +121,7 @@ def job_ids_in_group(spark, group: str, at_least: int = 1) -> Optional[list[int]
     tracker = spark.sparkContext.statusTracker()
     ids = tracker.getJobIdsForGroup(group)
     if len(ids) < at_least:
-        try:
-            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
-        except Exception:  # (a timeout: the ids are those seen)
-            pass
+        _drain_listener_bus(spark)
         ids = tracker.getJobIdsForGroup(group)
     return ids
 
@@ -137,16 +134,21 @@ def tasks_of_jobs(spark, group: str, job_ids: Optional[list[int]]) -> int:
     `--report` only, counted off the round's path (`RunReport.count_tasks`)."""
     if job_ids is None:
         return -1
-    try:
-        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
-    except Exception:  # (a timeout: the count says what was seen)
-        pass
+    _drain_listener_bus(spark)
     tracker = spark.sparkContext.statusTracker()
     infos = [tracker.getJobInfo(job_id) for job_id in sorted({*job_ids, *tracker.getJobIdsForGroup(group)})]
     if not all(infos):
         return -1
     stages = {s for info in infos for s in info.stageIds}  # (a stage shared by two jobs of the round: once)
     return sum(st.numCompletedTasks + st.numFailedTasks for st in map(tracker.getStageInfo, stages) if st is not None)
+
+
+def _drain_listener_bus(spark) -> None:
+    """Wait (up to 10 s) until Spark's listener bus has delivered the events it holds to the status tracker."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    except Exception:  # (a timeout: what the tracker has seen stands)
+        pass
 
 
 def _stage_tasks(spark, st) -> str:

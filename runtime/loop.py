@@ -393,10 +393,8 @@ class LoopExecutor:
             act.round, seconds, in_flight, op_counts, attempt, spark_jobs, stored, jobs_seen, rnd.plan_size,
             {op: how for op, how in folds.items() if how}, rnd.waves, rnd.ahead, planned.plan_seconds,
             planned.job_seconds, tuple(planned.deferred)))
-        if run.detailed and job_ids is not None:  # (--report: counted off the round's path)
+        if run.detailed:  # (--report: counted off the round's path; -1 over Spark Connect)
             run.report.count_tasks(planned.entries[0], lambda: run.tasks_of_jobs(group, job_ids))
-        elif run.detailed:
-            planned.entries[0]["tasks"] = -1  # (unknown over Spark Connect)
         self.previous = planned if planned.deferred and not attempt.terminated else None
         return attempt, fb_ck, in_flight, fed
 
