@@ -80,11 +80,19 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # since. Without the number, a second run of that stream in the same process compiled none, and its wave epochs
 # took 0.82x the time (benchmarks/RESULTS.md, twenty-seventh session; SSSP's, no different). The number only
 # names the class in a stack trace.
+#
+# Spark builds a generated stage's RDD from a Scala closure (`mapPartitionsWithIndex`), and its closure cleaner
+# reads the class that declares it from its jar with ASM and test-serialises it, for every stage of every plan:
+# no cache, no switch. With `usePartitionEvaluator` the stage's RDD is built from an evaluator factory instead
+# (`mapPartitionsWithEvaluator`), which is not cleaned: building a round's RDDs took 4.8 ms a round of a chain's
+# PageRank instead of 9.3, and chain SSSP's runs 0.88x the time (benchmarks/RESULTS.md, twenty-ninth session). The
+# same code runs in the tasks; Spark's tests run its SQL suite with the setting on (SPARK-44428).
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 CODEGEN_ID_IN_CLASS_NAME = "spark.sql.codegen.useIdInClassName"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
              OBSERVE_ALL_ATTEMPTS: "true", "spark.sql.ui.explainMode": "simple",
-             "spark.sql.constraintPropagation.enabled": "false", CODEGEN_ID_IN_CLASS_NAME: "false"}
+             "spark.sql.constraintPropagation.enabled": "false", CODEGEN_ID_IN_CLASS_NAME: "false",
+             "spark.sql.execution.usePartitionEvaluator": "true"}
 # A loop in one partition: its round checkpoints say they are single-partition (`Checkpoints.detach_statistics`), and
 # Spark shuffles both sides of a join of two single-partition streams again when one is estimated above
 # `spark.sql.maxSinglePartitionBytes`, which a checkpoint always is (its statistics are detached): into one

@@ -231,6 +231,42 @@ def test_rounds_are_planned_without_constraint_propagation_and_the_setting_is_pu
     assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in (1, 2, 3, 4, 5))
 
 
+def test_rounds_build_their_generated_stages_from_evaluators_and_the_setting_is_put_back(spark, tmp_path, monkeypatch):
+    # Spark cleans the closure of every generated stage of every plan it runs (it reads the class that declares it
+    # from its jar); built from an evaluator a stage has no closure to clean, and a round's plans are new every round
+    # (benchmarks/RESULTS.md, twenty-ninth session). The session's value is back when the loop ends.
+    from scopeflow.runtime.checkpoints import Checkpoints, rows_rdd
+
+    key = "spark.sql.execution.usePartitionEvaluator"
+    seen = []
+    make = Checkpoints.make
+
+    def spying(self, df, round_no=None):
+        ck = make(self, df, round_no)
+        seen.append((spark.conf.get(key), rows_rdd(ck).toDebugString(), df))
+        return ck
+
+    monkeypatch.setattr(Checkpoints, "make", spying)
+    flow = write_flow(tmp_path, """
+        source edges = values (src: long, dst: long) [(1, 2), (2, 3), (3, 4), (2, 5)]
+        out = loop l(x = edges | where(src == 1) | select(v = src)) with (e = edges) {
+            nxt = x | join(e, on x.v == e.src) | select(v = e.dst) | group(by v)
+            feedback x <- nxt
+            emit x
+        }
+        sink out -> csv("out/o", header = true)
+    """)
+    before = spark.conf.get(key, "false")
+    run_file(flow, spark=spark)
+    assert spark.conf.get(key, "false") == before == "false"
+    assert seen and {value for value, _, _ in seen} == {"true"}
+    assert all("MapPartitionsWithEvaluatorRDD" in lineage for _, lineage, _ in seen)
+    # the control: the same round's query, run with the session's setting, builds its stages from closures
+    control = seen[-1][2].select("*")._jdf.queryExecution().executedPlan().execute().toDebugString()
+    assert "MapPartitionsWithEvaluatorRDD" not in control and "MapPartitionsRDD" in control
+    assert Counter(read_output(str(tmp_path / "out/o"), (int,))) == Counter((v,) for v in (1, 2, 3, 4, 5))
+
+
 def test_a_stage_compiled_in_one_round_is_not_compiled_again_where_another_plan_numbers_it_otherwise(spark):
     # Spark keeps the classes it compiles by their source, which by default names the class after the stage's
     # number in its plan; a round's plans change shape, and so do their stages' numbers. Loops name the classes
