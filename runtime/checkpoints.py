@@ -125,38 +125,24 @@ class Checkpoints:
         fns = self.functions()
         if fns is None:
             return None
-        qe = df._jdf.queryExecution()
-        plan = qe.executedPlan()
-        if plan.nodeName() == "AdaptiveSparkPlan":
+        made = fns.plan_rows.checkpoint(self.spark._jsparkSession, df._jdf, fns.any_tag,
+                                        self._handles().two_replicas if self.mode == "replicated" else None)
+        if made is None:
             return None
-        jvm = self._handles()
-        session = self.spark._jsparkSession
-        stored = fns.plan_rows.rows(session, plan, fns.any_tag, jvm.two_replicas if self.mode == "replicated" else None)
-        rdd = fns.plan_rows.view(stored, plan, fns.any_tag)
-        partitioning = plan.outputPartitioning()
-        while jvm.collection.isInstance(partitioning):  # (the first leaf's, as `localCheckpoint` takes it)
-            partitioning = partitioning.partitionings().head()
-        if partitioning.numPartitions() == 1:
-            partitioning = jvm.single
-        fresh = jvm.logical_rdd(qe.analyzed().output(), rdd, partitioning, plan.outputOrdering(), False, jvm.none,
-                                session, jvm.none, jvm.none, False)
-        out = DataFrame(jvm.dataset.ofRows(session, fresh), self.spark)
-        out._sf_checkpoint_rdd, out._sf_rows_rdd = stored, rdd
+        out = DataFrame(made[0], self.spark)
+        out._sf_made = made  # (its RDDs are read from it when first asked for: `checkpoint_rdd`, `rows_rdd`)
         return out
 
     def _handles(self) -> SimpleNamespace:
         """The JVM handles `detach_statistics` and `direct` use, looked up once."""
         if self._jvm is None:
             jvm = self.spark._jvm
-            physical = jvm.org.apache.spark.sql.catalyst.plans.physical
             self._jvm = SimpleNamespace(
                 none=getattr(getattr(jvm.scala, "None$"), "MODULE$"),
                 dataset=getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$"),
-                single=getattr(getattr(physical, "SinglePartition$"), "MODULE$"),
-                collection=jvm.java.lang.Class.forName(
-                    "org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection"),
-                two_replicas=jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK_2(),
-                logical_rdd=jvm.org.apache.spark.sql.execution.LogicalRDD)
+                single=getattr(getattr(jvm.org.apache.spark.sql.catalyst.plans.physical, "SinglePartition$"),
+                               "MODULE$"),
+                two_replicas=jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK_2())
         return self._jvm
 
     def waves(self, checkpoints: list) -> list[list]:
@@ -269,7 +255,7 @@ def wave_levels(ids: list[int], lineages: list[str]) -> list[int]:
 
 def is_checkpoint(df: DataFrame) -> bool:
     """A classic checkpoint frame: its logical plan is the checkpointed RDD itself."""
-    if _kept_rdd(df) is not None:
+    if "_sf_made" in vars(df) or _kept_rdd(df) is not None:
         return True
     return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
 
@@ -287,13 +273,18 @@ def rows_rdd(ck: DataFrame):
     checkpoint's rows are one row object pointed at each stored row in turn, as a plan's rows are reused: a reader
     that keeps rows copies them, as Spark's own operators do.)"""
     rdd = vars(ck).get("_sf_rows_rdd")
+    if rdd is None and "_sf_made" in vars(ck):
+        rdd = ck._sf_rows_rdd = ck._sf_made[2]
     return rdd if rdd is not None else checkpoint_rdd(ck)
 
 
 def _kept_rdd(df: DataFrame):
     """The RDD `detach_statistics` kept on the frame, if it did. (Not `getattr`: a frame's `__getattr__` reads its
     schema from the JVM, and a Connect frame's makes a column of any name.)"""
-    return vars(df).get("_sf_checkpoint_rdd")
+    rdd = vars(df).get("_sf_checkpoint_rdd")
+    if rdd is None and "_sf_made" in vars(df):  # (`Checkpoints.direct`'s: one py4j call, when first asked for)
+        rdd = df._sf_checkpoint_rdd = df._sf_made[1]
+    return rdd
 
 
 def unknown_partitioning(df: DataFrame) -> bool:

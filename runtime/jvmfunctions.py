@@ -77,6 +77,30 @@ public final class PlanRows {
                        scala.reflect.ClassTag tag) {
         return packed.mapPartitionsInternal(new UnpackRows(plan.output().size()), true, tag);
     }
+    // a frame's lazy checkpoint (`Checkpoints.direct`, which says what it is): {its Dataset, the stored RDD, the view
+    // of its rows}, or null for an adaptive plan; in one call where its steps from Python took fourteen
+    public Object[] checkpoint(org.apache.spark.sql.classic.SparkSession session,
+                               org.apache.spark.sql.classic.Dataset df, scala.reflect.ClassTag tag,
+                               org.apache.spark.storage.StorageLevel level) {
+        org.apache.spark.sql.execution.QueryExecution qe = df.queryExecution();
+        org.apache.spark.sql.execution.SparkPlan plan = qe.executedPlan();
+        if (plan instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) return null;
+        org.apache.spark.rdd.RDD stored = (org.apache.spark.rdd.RDD) rows(session, plan, tag, level);
+        org.apache.spark.rdd.RDD rdd = (org.apache.spark.rdd.RDD) view(stored, plan, tag);
+        org.apache.spark.sql.catalyst.plans.physical.Partitioning partitioning = plan.outputPartitioning();
+        while (partitioning instanceof org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection) {
+            scala.collection.Seq first = ((org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection)
+                partitioning).partitionings();  // (the first leaf's, as `localCheckpoint` takes it)
+            partitioning = (org.apache.spark.sql.catalyst.plans.physical.Partitioning) first.head();
+        }
+        if (partitioning.numPartitions() == 1) {
+            partitioning = org.apache.spark.sql.catalyst.plans.physical.SinglePartition$.MODULE$;
+        }
+        org.apache.spark.sql.execution.LogicalRDD fresh = new org.apache.spark.sql.execution.LogicalRDD(
+            qe.analyzed().output(), rdd, partitioning, plan.outputOrdering(), false, scala.None$.MODULE$, session,
+            scala.None$.MODULE$, scala.None$.MODULE$, false);
+        return new Object[] {org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(session, fresh), stored, rdd};
+    }
 }
 // a partition's rows as few byte arrays, each row's size in 8 bytes, then its bytes (why: the module's docstring)
 final class PackRows extends scala.runtime.AbstractFunction1 implements java.io.Serializable {
@@ -306,7 +330,8 @@ class Functions:
     count_rows: object  # a scala.Function2[TaskContext, Iterator[_], java.lang.Long]: the partition's records
     any_tag: object  # ClassTag.AnyRef: the element type of the RDDs and arrays they make
     # `rows(session, plan, any_tag, level)`: the plan's rows packed, marked for a local checkpoint (the driver's);
-    # `view(packed, plan, any_tag)`: their rows
+    # `view(packed, plan, any_tag)`: their rows; `checkpoint(session, dataset, any_tag, level)`: a frame's lazy
+    # checkpoint (`Checkpoints.direct`)
     plan_rows: object
     # `counter(sc, name, counted)`: a record counter, a condition to filter on; `collect(plan)`: a plan's counters
     # (None if they did not compile: counters are then `observe` nodes)
