@@ -25,6 +25,12 @@ from scopeflow.runtime.deployment import is_connect
 # for the method, on every access: two round trips before the call itself, 32 of the 43 lookups a round of a
 # chain's PageRank made (benchmarks/RESULTS.md).
 STATIC_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils")
+# The column functions of `functions` whose result is the same column for the same constant arguments, and a value:
+# a Spark 4 `Column` is an immutable tree (`ColumnNode`), made into a plan's expression anew by every `Dataset`
+# that uses it. A round's body names the same columns every round (a chain's PageRank: nine `F.col` and two `F.lit`
+# a round, ~0.3 ms each while the previous round's job runs beside it); while loops run they are made once.
+SAME_COLUMN = frozenset({"col", "lit"})
+_CONSTANT = (str, int, float, bool)
 
 
 class StaticMembers:
@@ -32,14 +38,31 @@ class StaticMembers:
     a class is its name and the class's, the same object for every call. Anything else (a field, a nested class)
     is looked up every time, as py4j does."""
 
-    def __init__(self, cls, method_type: type):
-        self.__dict__.update(_cls=cls, _method=method_type)
+    def __init__(self, cls, method_type: type, same: frozenset = frozenset()):
+        self.__dict__.update(_cls=cls, _method=method_type, _same=same)
 
     def __getattr__(self, name: str):
         member = getattr(self._cls, name)
         if isinstance(member, self._method):
-            self.__dict__[name] = member
-        return member
+            self.__dict__[name] = SameResults(member) if name in self._same else member
+        return self.__dict__.get(name, member)
+
+
+class SameResults:
+    """A static method whose result is kept by its arguments, when they are constants (`SAME_COLUMN`)."""
+
+    def __init__(self, member):
+        self._member, self._made = member, {}
+
+    def __call__(self, *args):
+        # (by type too: 1, 1.0 and True are equal keys; NaN is no key of itself, and 0.0 == -0.0: not kept)
+        if not all(type(a) in _CONSTANT and a == a and (type(a) is not float or a != 0) for a in args):
+            return self._member(*args)
+        key = tuple((type(a), a) for a in args)
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = self._member(*args)
+        return made
 
 
 _cached = {"blocks": 0}  # `cached_lookups` blocks open in this process (runs of several threads may overlap)
@@ -65,7 +88,8 @@ def cached_lookups(spark):
             _cached["blocks"] += 1
             for name in STATIC_CLASSES:
                 if not isinstance(vars(jvm).get(name), StaticMembers):
-                    setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember))
+                    same = SAME_COLUMN if name != "PythonUtils" else frozenset()
+                    setattr(jvm, name, StaticMembers(getattr(jvm, name), JavaMember, same))
         yield
     finally:
         with _cached_lock:

@@ -1319,7 +1319,13 @@ def test_while_loops_run_pysparks_jvm_classes_are_looked_up_once(spark, tmp_path
             assert asked(use) == 0
         assert asked(use) == 0
         assert str(F.col("a")._jc) == "a" and str(F.lit(1)._jc) == "1"  # (the same calls, answered)
+        # a column of constants is the column made before: by value and type, not NaN, not a zero (0.0 == -0.0)
+        assert F.col("a")._jc is F.col("a")._jc and F.lit(1)._jc is F.lit(1)._jc and F.lit("x")._jc is F.lit("x")._jc
+        assert [str(F.lit(v)._jc) for v in (1, 1.0, True, 0.0, -0.0)] == ["1", "1.0", "true", "0.0", "-0.0"]
+        assert F.lit(0.0)._jc is not F.lit(0.0)._jc and F.lit(float("nan"))._jc is not F.lit(float("nan"))._jc
+        assert F.col("b")._jc is not F.col("a")._jc
     assert not set(STATIC_CLASSES) & set(vars(jvm))
+    assert F.col("a")._jc is not F.col("a")._jc  # (outside loops, PySpark's own: a new column every time)
     assert asked(use) >= 8
     with pytest.raises(ZeroDivisionError), cached_lookups(spark):  # (a block that fails takes them away too)
         1 / 0
