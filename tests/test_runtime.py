@@ -130,8 +130,8 @@ def test_a_round_checkpoint_knows_its_rdd(spark, mode):
     checkpoints = Checkpoints(spark)
     checkpoints.mode = mode
     ck = checkpoints.make(spark.range(0, 10, 1, 2))
-    kept = vars(ck)["_sf_checkpoint_rdd"]
-    assert is_checkpoint(ck) and checkpoint_rdd(ck) is kept
+    kept = checkpoint_rdd(ck)  # (read from the JVM once, then kept on the frame)
+    assert is_checkpoint(ck) and checkpoint_rdd(ck) is kept and vars(ck)["_sf_checkpoint_rdd"] is kept
     assert rows_rdd(ck).id() == ck._jdf.queryExecution().logical().rdd().id()
     assert kept.getStorageLevel().replication() == (2 if mode == "replicated" else 1)
     derived = ck.where("id > 3")
