@@ -15,15 +15,15 @@ they do the same end-to-end work:
 - ``naive``: a typical driver loop: full recompute of every label each round,
   `cache()` but no lineage truncation, a `count()` of changed labels per round.
 
-The graphs come from gen_graphs.py (``random``: ~1M edges / 200k vertices;
-``path``: a 400-vertex path with trees attached, ~50k edges, 400+ rounds).
+The graphs come from gen_graphs.py (``random``: ~1M edges / 200k vertices; ``rmat``: 1M R-MAT arcs, power law,
+bench_kernels' graph unweighted; ``path``: a 400-vertex path with trees attached, ~50k edges, 400+ rounds).
 Contenders run interleaved (A, B, C, A, B, C, ...) so that the noise of a
 shared machine hits all of them alike. Every output is checked against a
-reference (networkx for the path graph, a union-find for the random graph) and
+reference (networkx for the path graph, a union-find for the others) and
 against the other contenders. The results table goes to stdout and to
 benchmarks/RESULTS.md.
 
-    .venv/bin/python benchmarks/bench_cc.py [--repeats 2] [--partitions 4] [--graphs random,path]
+    .venv/bin/python benchmarks/bench_cc.py [--repeats 2] [--partitions 4] [--graphs random,rmat,path]
                                             [--naive-limit 900] [--profile] [--no-graph-warmup]
 """
 from __future__ import annotations
@@ -550,7 +550,7 @@ ratios more than the absolute times.
 - {args.repeats} measured runs per contender and graph, interleaved; wall time of the whole run
   (read CSV, iterate, write CSV output). "best" = minimum, "median" = median of the runs.
 - Every output was checked: equal to the reference (networkx for the path graph, union-find for the
-  random graph) and therefore to the other contenders (same set of (id, label) rows).
+  others) and therefore to the other contenders (same set of (id, label) rows).
 - naive runs are stopped after {args.naive_limit:.0f} s (reported as "> X s (stopped after N rounds)"); the limit
   is checked between rounds.
 - Why `spark.sql.ui.retainedExecutions` = 20: the SQL status store keeps a plan graph for every query, UI or
@@ -604,7 +604,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--graphs", default="random,path")
+    ap.add_argument("--graphs", default="random,rmat,path")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--naive-limit", type=float, default=900.0, help="stop a naive run after this many seconds")
     ap.add_argument("--driver-memory", default="4g")

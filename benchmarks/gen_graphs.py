@@ -180,7 +180,7 @@ def write_weighted_csv(path: str, arcs: list[tuple[int, int]]) -> str:
     return _write(path, "src,dst,w\n", (f"{a},{b},{weight(a, b)!r}\n" for a, b in arcs))
 
 
-GRAPHS = {"random": random_graph, "path": path_graph}
+GRAPHS = {"random": random_graph, "rmat": rmat_graph, "path": path_graph}  # (connected components)
 KERNEL_GRAPHS = {"random": random_graph, "rmat": rmat_graph, "chain": chain_graph}
 
 
