@@ -138,6 +138,9 @@ class LoopExecutor:
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
         self.ahead_streak = 0  # rounds planned ahead in a row, up to the current one
+        # emitted stream -> the records its output holds, where this executor counted every piece of it (not a
+        # resumed activation's earlier pieces): an output known to be empty is given as one (`outputs`)
+        self.emit_records: dict = {e.node: 0 for e in spec.emits if e.mode == "last" or not act.emitted.get(e.node)}
         self.finished: Optional[float] = None  # when the last round ended
         self.previous: Optional[Planned] = None  # the last round, if it deferred feedback its successor counts
         self.fanout: dict = {}  # deferred variable -> records fed back per key its anchors changed, last known
@@ -383,7 +386,7 @@ class LoopExecutor:
         attempt = self.protocol.attempt(act.round, in_flight, op_counts, until_records, rnd.nested)
         if attempt.terminated and planned.deferred:  # (its anchors changed nothing: its deferred plans are empty)
             op_counts.update({op: op_counts.get(op, 0) for op in spec.late})
-        self.keep_outputs(planned.emit_ck)
+        self.keep_outputs(planned.emit_ck, {node: counts.get(rnd.key_of(ck)) for node, ck in planned.emit_ck.items()})
         self.release(rnd, planned.variables, fb_ck)
         # (a round planned during the previous one's job: its time counts from that job's end)
         now = time.perf_counter()
@@ -426,9 +429,13 @@ class LoopExecutor:
         act.received = {v: act.received[v] if v in act.combined and v in act.received else counts[rnd.key_of(df)]
                         for v, df in variables.items()}
 
-    def keep_outputs(self, emit_ck: dict) -> None:
+    def keep_outputs(self, emit_ck: dict, records: dict) -> None:
+        """Keep the round's emitted checkpoints as the loop's outputs; `records`: their counts, by stream."""
         act = self.act
         for node in {e.node: None for e in self.spec.emits if e.mode == "all"}:  # several emits may share a stream
+            if node in self.emit_records:
+                known, n = self.emit_records[node], records.get(node)
+                self.emit_records[node] = None if known is None or n is None else known + n
             act.emitted[node].append(emit_ck[node])
             if len(act.emitted[node]) > MAX_EMIT_PIECES:
                 # (in this round's job group: the next round's may be set already, and counts its jobs)
@@ -437,6 +444,7 @@ class LoopExecutor:
         for e in self.spec.emits:
             if e.mode == "last":
                 act.last[e.node] = emit_ck[e.node]
+                self.emit_records[e.node] = records.get(e.node)
 
     def release(self, rnd: Round, variables: dict, fb_ck: dict) -> None:
         """Free what no later round or output needs: checkpoints of the previous round and this round's
@@ -468,20 +476,29 @@ class LoopExecutor:
         return out
 
     def outputs(self):
-        """The loop's value: its single output, or {emit name: output}."""
+        """The loop's value: its single output, or {emit name: output}.
+
+        An emitted output its rounds counted no record of is given as an empty frame Spark knows is empty (a
+        zero `limit` of it, which the optimizer makes an empty relation): what reads it is planned as reading
+        nothing, with no job over the other side of a join with it, no shuffle for an outer join with it. (stdlib's
+        `connected_components` when its first loop ends by itself: the vertices that changed in its last round,
+        none, joined with every edge.)"""
         act, out = self.act, {}
         for e in self.spec.emits:
             if e.mode == "all":
                 pieces = act.emitted[e.node]
-                out[e.name] = union_all(pieces) if pieces else None
+                out[e.name] = self.known_empty(e.node, union_all(pieces) if pieces else None)
             elif e.mode == "last":
-                out[e.name] = act.last.get(e.node)
+                out[e.name] = self.known_empty(e.node, act.last.get(e.node))
             else:
                 out[e.name] = act.states[e.node].full() if e.node in act.states else None
             if e.mode == "all" and self.spec.incremental and e.node in act.states:
                 # a distinct's records of every round are its state, also those of earlier epochs it started from
                 out[e.name] = act.states[e.node].full()
         return out
+
+    def known_empty(self, node: str, df: Optional[DataFrame]) -> Optional[DataFrame]:
+        return df.limit(0) if df is not None and self.emit_records.get(node) == 0 else df
 
 
 def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Optional[str]:

@@ -786,6 +786,45 @@ def test_emit_all_last_and_state_and_reduce_emits_only_changed_keys(spark, tmp_p
     assert sorted(read_output(str(tmp_path / "out/state"), (int, int))) == [(1, 15), (2, 7)]
 
 
+def test_an_emitted_output_its_rounds_counted_empty_is_one_spark_knows_is_empty(spark, tmp_path, monkeypatch):
+    # the loop ends by itself: its last round's `next` is empty, counted by that round's job; given as a frame Spark
+    # knows is empty, what reads it is planned as reading nothing (no job over `edges` for the join below). Outputs
+    # with records, and an output that is empty in no round of an `emit` of every round, stay as they were.
+    from scopeflow.runtime import loop
+
+    given = []
+    outputs = loop.LoopExecutor.outputs
+
+    def spying(self):
+        out = outputs(self)
+        given.append(out)
+        return out
+
+    monkeypatch.setattr(loop.LoopExecutor, "outputs", spying)
+    flow = write_flow(tmp_path, """
+        source edges = values (src: long, dst: long) [(1, 2), (2, 3), (3, 4), (5, 6)]
+        out = loop l(x = edges | where(src == 1) | select(v = src)) with (e = edges) {
+            next = x | join(e, on x.v == e.src) | select(v = e.dst)
+            feedback x <- next
+            emit last next as final
+            emit x as seen
+        }
+        last = out.final
+        sink edges | join(last, on edges.src == last.v, kind = left) | select(src, dst, v = last.v)
+            -> csv("out/o", header = true)
+        sink out.seen -> csv("out/seen", header = true)
+    """)
+    run_file(flow, spark=spark)
+    (out,) = given
+    plans = {name: df._jdf.queryExecution().optimizedPlan() for name, df in out.items()}
+    assert plans["final"].getClass().getSimpleName() == "LocalRelation" and plans["final"].data().isEmpty()
+    assert plans["seen"].getClass().getSimpleName() != "LocalRelation"
+    assert out["final"].schema.simpleString() == "struct<v:bigint>"
+    assert sorted(read_output(str(tmp_path / "out/o"), (int, int, str))) == [
+        (1, 2, ""), (2, 3, ""), (3, 4, ""), (5, 6, "")]
+    assert sorted(read_output(str(tmp_path / "out/seen"), (int,))) == [(1,), (2,), (3,), (4,)]
+
+
 def test_coloop_variable_declared_with_schema_starts_empty(spark, tmp_path):
     flow = write_flow(tmp_path, """
         source xs = values (n: long) [(1), (2)]
