@@ -262,8 +262,9 @@ def is_checkpoint(df: DataFrame) -> bool:
 
 def checkpoint_rdd(ck: DataFrame):
     """The JVM RDD a checkpoint frame's blocks are stored under (its `LogicalRDD`'s, or the packed rows under
-    that: `Checkpoints.direct`). A round's checkpoint (`Checkpoints.detach_statistics`, `direct`) keeps it: three
-    py4j calls less here and four in `is_checkpoint`, several times a round."""
+    that: `Checkpoints.direct`). A round's checkpoint keeps it (`Checkpoints.detach_statistics`; `direct`'s reads it
+    from the JVM when first asked for, then keeps it): three py4j calls less here and four in `is_checkpoint`,
+    several times a round."""
     rdd = _kept_rdd(ck)
     return rdd if rdd is not None else ck._jdf.queryExecution().logical().rdd()
 

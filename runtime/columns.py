@@ -31,6 +31,7 @@ STATIC_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils")
 # a round, ~0.3 ms each while the previous round's job runs beside it); while loops run they are made once.
 SAME_COLUMN = frozenset({"col", "lit"})
 _CONSTANT = (str, int, float, bool)
+MAX_SAME = 4096  # columns kept a function, at most
 
 
 class StaticMembers:
@@ -61,6 +62,8 @@ class SameResults:
         key = tuple((type(a), a) for a in args)
         made = self._made.get(key)
         if made is None:
+            if len(self._made) >= MAX_SAME:  # (any code of the process may call it while loops run: bounded)
+                self._made.clear()
             made = self._made[key] = self._member(*args)
         return made
 

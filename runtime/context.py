@@ -86,7 +86,8 @@ from scopeflow.stdlib.sinks import FILE_SINKS
 # no cache, no switch. With `usePartitionEvaluator` the stage's RDD is built from an evaluator factory instead
 # (`mapPartitionsWithEvaluator`), which is not cleaned: building a round's RDDs took 4.8 ms a round of a chain's
 # PageRank instead of 9.3, and chain SSSP's runs 0.88x the time (benchmarks/RESULTS.md, twenty-ninth session). The
-# same code runs in the tasks; Spark's tests run its SQL suite with the setting on (SPARK-44428).
+# same generated code runs in the tasks (`WholeStageCodegenEvaluatorFactory` either way). The setting is Spark's
+# internal one (off by default, SPARK-43061): the other operators' evaluator paths are less used than their closures.
 OBSERVE_ALL_ATTEMPTS = "spark.sql.legacy.observeMetricsAggregateAllAttempts"
 CODEGEN_ID_IN_CLASS_NAME = "spark.sql.codegen.useIdInClassName"
 LOOP_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",

@@ -138,9 +138,11 @@ class LoopExecutor:
         self.same_columns: dict = {}  # "var<-node" -> does the fed-back stream have the variable's columns already
         self.ahead_mode = run.plan_ahead()  # plan a round during the previous round's job: "auto", "true" or None
         self.ahead_streak = 0  # rounds planned ahead in a row, up to the current one
-        # emitted stream -> the records its output holds, where this executor counted every piece of it (not a
-        # resumed activation's earlier pieces): an output known to be empty is given as one (`outputs`)
-        self.emit_records: dict = {e.node: 0 for e in spec.emits if e.mode == "last" or not act.emitted.get(e.node)}
+        # (mode, emitted stream) -> the records its output holds, where this executor counted every piece of it (not
+        # a resumed activation's earlier pieces) and the round's job counted them exactly: an output known to be
+        # empty is given as one (`outputs`)
+        self.emit_records: dict = {(e.mode, e.node): 0 for e in spec.emits
+                                   if e.mode == "last" or (e.mode == "all" and not act.emitted.get(e.node))}
         self.finished: Optional[float] = None  # when the last round ended
         self.previous: Optional[Planned] = None  # the last round, if it deferred feedback its successor counts
         self.fanout: dict = {}  # deferred variable -> records fed back per key its anchors changed, last known
@@ -386,7 +388,9 @@ class LoopExecutor:
         attempt = self.protocol.attempt(act.round, in_flight, op_counts, until_records, rnd.nested)
         if attempt.terminated and planned.deferred:  # (its anchors changed nothing: its deferred plans are empty)
             op_counts.update({op: op_counts.get(op, 0) for op in spec.late})
-        self.keep_outputs(planned.emit_ck, {node: counts.get(rnd.key_of(ck)) for node, ck in planned.emit_ck.items()})
+        exact = run.checkpoints.counted_by_job  # (each checkpoint's partitions counted: `round.compute_checkpoints`)
+        self.keep_outputs(planned.emit_ck, {node: counts.get(rnd.key_of(ck)) if exact else None
+                                            for node, ck in planned.emit_ck.items()})
         self.release(rnd, planned.variables, fb_ck)
         # (a round planned during the previous one's job: its time counts from that job's end)
         now = time.perf_counter()
@@ -433,9 +437,9 @@ class LoopExecutor:
         """Keep the round's emitted checkpoints as the loop's outputs; `records`: their counts, by stream."""
         act = self.act
         for node in {e.node: None for e in self.spec.emits if e.mode == "all"}:  # several emits may share a stream
-            if node in self.emit_records:
-                known, n = self.emit_records[node], records.get(node)
-                self.emit_records[node] = None if known is None or n is None else known + n
+            if ("all", node) in self.emit_records:
+                known, n = self.emit_records["all", node], records.get(node)
+                self.emit_records["all", node] = None if known is None or n is None else known + n
             act.emitted[node].append(emit_ck[node])
             if len(act.emitted[node]) > MAX_EMIT_PIECES:
                 # (in this round's job group: the next round's may be set already, and counts its jobs)
@@ -444,7 +448,7 @@ class LoopExecutor:
         for e in self.spec.emits:
             if e.mode == "last":
                 act.last[e.node] = emit_ck[e.node]
-                self.emit_records[e.node] = records.get(e.node)
+                self.emit_records["last", e.node] = records.get(e.node)
 
     def release(self, rnd: Round, variables: dict, fb_ck: dict) -> None:
         """Free what no later round or output needs: checkpoints of the previous round and this round's
@@ -487,9 +491,9 @@ class LoopExecutor:
         for e in self.spec.emits:
             if e.mode == "all":
                 pieces = act.emitted[e.node]
-                out[e.name] = self.known_empty(e.node, union_all(pieces) if pieces else None)
+                out[e.name] = self.known_empty(e, union_all(pieces) if pieces else None)
             elif e.mode == "last":
-                out[e.name] = self.known_empty(e.node, act.last.get(e.node))
+                out[e.name] = self.known_empty(e, act.last.get(e.node))
             else:
                 out[e.name] = act.states[e.node].full() if e.node in act.states else None
             if e.mode == "all" and self.spec.incremental and e.node in act.states:
@@ -497,8 +501,8 @@ class LoopExecutor:
                 out[e.name] = act.states[e.node].full()
         return out
 
-    def known_empty(self, node: str, df: Optional[DataFrame]) -> Optional[DataFrame]:
-        return df.limit(0) if df is not None and self.emit_records.get(node) == 0 else df
+    def known_empty(self, emit, df: Optional[DataFrame]) -> Optional[DataFrame]:
+        return df.limit(0) if df is not None and self.emit_records.get((emit.mode, emit.node)) == 0 else df
 
 
 def combine(rnd: Round, var: str, feedback: dict, last_fed: Optional[int]) -> Optional[str]:

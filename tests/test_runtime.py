@@ -130,7 +130,8 @@ def test_a_round_checkpoint_knows_its_rdd(spark, mode):
     checkpoints = Checkpoints(spark)
     checkpoints.mode = mode
     ck = checkpoints.make(spark.range(0, 10, 1, 2))
-    kept = checkpoint_rdd(ck)  # (read from the JVM once, then kept on the frame)
+    assert "_sf_checkpoint_rdd" not in vars(ck)  # (`Checkpoints.direct`: read from the JVM when first asked for)
+    kept = checkpoint_rdd(ck)
     assert is_checkpoint(ck) and checkpoint_rdd(ck) is kept and vars(ck)["_sf_checkpoint_rdd"] is kept
     assert rows_rdd(ck).id() == ck._jdf.queryExecution().logical().rdd().id()
     assert kept.getStorageLevel().replication() == (2 if mode == "replicated" else 1)
@@ -788,8 +789,8 @@ def test_emit_all_last_and_state_and_reduce_emits_only_changed_keys(spark, tmp_p
 
 def test_an_emitted_output_its_rounds_counted_empty_is_one_spark_knows_is_empty(spark, tmp_path, monkeypatch):
     # the loop ends by itself: its last round's `next` is empty, counted by that round's job; given as a frame Spark
-    # knows is empty, what reads it is planned as reading nothing (no job over `edges` for the join below). Outputs
-    # with records, and an output that is empty in no round of an `emit` of every round, stay as they were.
+    # knows is empty, what reads it is planned as reading nothing (the join below reads only `edges`). Outputs with
+    # records stay as they were, also an `emit` of every round of the stream whose last round is empty.
     from scopeflow.runtime import loop
 
     given = []
@@ -807,22 +808,26 @@ def test_an_emitted_output_its_rounds_counted_empty_is_one_spark_knows_is_empty(
             next = x | join(e, on x.v == e.src) | select(v = e.dst)
             feedback x <- next
             emit last next as final
+            emit next as every
             emit x as seen
         }
         last = out.final
         sink edges | join(last, on edges.src == last.v, kind = left) | select(src, dst, v = last.v)
             -> csv("out/o", header = true)
         sink out.seen -> csv("out/seen", header = true)
+        sink out.every -> csv("out/every", header = true)
     """)
     run_file(flow, spark=spark)
     (out,) = given
     plans = {name: df._jdf.queryExecution().optimizedPlan() for name, df in out.items()}
     assert plans["final"].getClass().getSimpleName() == "LocalRelation" and plans["final"].data().isEmpty()
     assert plans["seen"].getClass().getSimpleName() != "LocalRelation"
+    assert plans["every"].getClass().getSimpleName() != "LocalRelation"  # (the stream `final` is the last of)
     assert out["final"].schema.simpleString() == "struct<v:bigint>"
     assert sorted(read_output(str(tmp_path / "out/o"), (int, int, str))) == [
         (1, 2, ""), (2, 3, ""), (3, 4, ""), (5, 6, "")]
     assert sorted(read_output(str(tmp_path / "out/seen"), (int,))) == [(1,), (2,), (3,), (4,)]
+    assert sorted(read_output(str(tmp_path / "out/every"), (int,))) == [(2,), (3,), (4,)]
 
 
 def test_coloop_variable_declared_with_schema_starts_empty(spark, tmp_path):
