@@ -273,19 +273,23 @@ def rows_rdd(ck: DataFrame):
     """The JVM RDD of a checkpoint frame's rows (its `LogicalRDD`'s): computing it stores the blocks. (A packed
     checkpoint's rows are one row object pointed at each stored row in turn, as a plan's rows are reused: a reader
     that keeps rows copies them, as Spark's own operators do.)"""
-    rdd = vars(ck).get("_sf_rows_rdd")
-    if rdd is None and "_sf_made" in vars(ck):
-        rdd = ck._sf_rows_rdd = ck._sf_made[2]
+    rdd = _kept(ck, "_sf_rows_rdd", 2)
     return rdd if rdd is not None else checkpoint_rdd(ck)
 
 
 def _kept_rdd(df: DataFrame):
-    """The RDD `detach_statistics` kept on the frame, if it did. (Not `getattr`: a frame's `__getattr__` reads its
+    """The RDD its blocks are stored under, if the frame keeps it (`detach_statistics`, `direct`)."""
+    return _kept(df, "_sf_checkpoint_rdd", 1)
+
+
+def _kept(df: DataFrame, name: str, index: int):
+    """The JVM object a checkpoint frame keeps as `name`; `Checkpoints.direct`'s are read from its result (at
+    `index`) when first asked for, one py4j call, then kept. (Not `getattr`: a frame's `__getattr__` reads its
     schema from the JVM, and a Connect frame's makes a column of any name.)"""
-    rdd = vars(df).get("_sf_checkpoint_rdd")
-    if rdd is None and "_sf_made" in vars(df):  # (`Checkpoints.direct`'s: one py4j call, when first asked for)
-        rdd = df._sf_checkpoint_rdd = df._sf_made[1]
-    return rdd
+    kept = vars(df)
+    if kept.get(name) is None and "_sf_made" in kept:
+        kept[name] = kept["_sf_made"][index]
+    return kept.get(name)
 
 
 def unknown_partitioning(df: DataFrame) -> bool:
